@@ -1,0 +1,238 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+func unwrap(ctx huma.Context) (*http.Request, http.ResponseWriter) { return humago.Unwrap(ctx) }
+
+// rawRequest gives a huma input access to the request itself, for routes
+// that read their body as a stream of bytes.
+type rawRequest struct{ req *http.Request }
+
+func (r *rawRequest) Resolve(ctx huma.Context) []error {
+	r.req, _ = unwrap(ctx)
+	return nil
+}
+
+type acpPostInput struct {
+	rawRequest
+	ServerID string `path:"server_id" doc:"Client-chosen id of the ACP server instance."`
+	Agent    string `query:"agent" doc:"Agent to start on the first POST to a new server id."`
+}
+
+type acpStreamInput struct {
+	rawRequest
+	ServerID    string `path:"server_id"`
+	LastEventID string `header:"Last-Event-ID" doc:"Resume after this event id."`
+}
+
+type acpDeleteInput struct {
+	ServerID string `path:"server_id"`
+}
+
+type acpListOutput struct {
+	Body struct {
+		Servers []app.ServerInfo `json:"servers"`
+	}
+}
+
+type stderrOutput struct {
+	ContentType string `header:"Content-Type"`
+	Body        []byte
+}
+
+var jsonObject = &huma.Schema{Type: "object", Description: "One JSON-RPC 2.0 message, passed through byte for byte."}
+
+func registerACP(api huma.API, cfg *Config) {
+	huma.Register(api, huma.Operation{
+		OperationID: "get_v1_acp_servers", Method: http.MethodGet, Path: "/v1/acp",
+		Summary: "List ACP server instances", Tags: []string{"acp"}, Security: bearer,
+	}, func(ctx context.Context, _ *struct{}) (*acpListOutput, error) {
+		out := &acpListOutput{}
+		out.Body.Servers = cfg.Instances.List()
+		return out, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "post_v1_acp", Method: http.MethodPost, Path: "/v1/acp/{server_id}",
+		Summary:     "Send one JSON-RPC message to an ACP agent",
+		Description: "Requests are answered with the agent's response (200), except asynchronous methods (202, response on the stream). Notifications and responses answer 202.",
+		Tags:        []string{"acp"}, Security: bearer,
+		RequestBody: rawBody("application/json"),
+		Responses: map[string]*huma.Response{
+			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
+			"202": {Description: "Accepted; any response arrives on the stream."},
+		},
+	}, func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
+		body, err := acpPostBody(in.req, cfg.MaxACPBody)
+		if err != nil {
+			return nil, err
+		}
+		frame, err := domain.ParseFrame(body)
+		switch {
+		case errors.Is(err, domain.ErrNotObject):
+			return nil, invalid("request body must be a JSON-RPC object")
+		case err != nil:
+			return nil, invalid("invalid JSON body: %v", err)
+		}
+		resp, err := cfg.Instances.Post(ctx, app.PostRequest{
+			ServerID: in.ServerID,
+			Agent:    in.Agent,
+			HasAgent: in.req.URL.Query().Has("agent"),
+			Frame:    frame,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return rawResponse(resp), nil
+	})
+
+	documentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", jsonObject)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get_v1_acp", Method: http.MethodGet, Path: "/v1/acp/{server_id}",
+		Summary:     "Stream an ACP agent's messages (Server-Sent Events)",
+		Description: "Frames are `event: message`, `id: <seq>`, `data: <json>`. Replays buffered events after Last-Event-ID, then follows live; `: heartbeat` after 15 s idle; an `_adapter/replay_gap` frame without id marks evicted events.",
+		Tags:        []string{"acp"}, Security: bearer,
+		Responses: map[string]*huma.Response{
+			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
+		},
+	}, func(ctx context.Context, in *acpStreamInput) (*huma.StreamResponse, error) {
+		if !accepts(in.req.Header.Get("Accept"), "text/event-stream") {
+			msg := "this endpoint only produces text/event-stream"
+			return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+		}
+		var after *uint64
+		if in.LastEventID != "" {
+			n, err := strconv.ParseUint(in.LastEventID, 10, 64)
+			if err != nil {
+				return nil, invalid("Last-Event-ID must be a positive integer")
+			}
+			after = &n
+		}
+		cur, err := cfg.Instances.Subscribe(in.ServerID, after)
+		if err != nil {
+			return nil, err
+		}
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer cur.Close()
+			_, w := unwrap(hctx)
+			streamSSE(hctx.Context(), w, cur, cfg)
+		}}, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "delete_v1_acp", Method: http.MethodDelete, Path: "/v1/acp/{server_id}",
+		Summary: "Stop an ACP server instance (idempotent)",
+		Tags:    []string{"acp"}, Security: bearer,
+		DefaultStatus: http.StatusNoContent,
+	}, func(ctx context.Context, in *acpDeleteInput) (*struct{}, error) {
+		cfg.Instances.Delete(context.WithoutCancel(ctx), in.ServerID)
+		return nil, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get_v1_acp_stderr", Method: http.MethodGet, Path: "/v1/acp/{server_id}/stderr",
+		Summary: "The agent's buffered stderr tail", Tags: []string{"acp"}, Security: bearer,
+	}, func(ctx context.Context, in *acpDeleteInput) (*stderrOutput, error) {
+		tail, err := cfg.Instances.Stderr(in.ServerID)
+		if err != nil {
+			return nil, err
+		}
+		return &stderrOutput{ContentType: "text/plain; charset=utf-8", Body: []byte(tail)}, nil
+	})
+}
+
+// rawBody declares a request body that the handler reads itself. It has no
+// schema at registration, because huma reads and validates any body whose
+// media type has one; documentBody adds the schema to the document after.
+func rawBody(contentType string) *huma.RequestBody {
+	return &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{contentType: {}}}
+}
+
+// documentBody sets the schema of a raw request body in the document only.
+func documentBody(api huma.API, path, method, contentType string, schema *huma.Schema) {
+	op := api.OpenAPI().Paths[path].Post
+	switch method {
+	case http.MethodPut:
+		op = api.OpenAPI().Paths[path].Put
+	}
+	op.RequestBody.Content[contentType].Schema = schema
+}
+
+// acpPostBody applies the checks of api.md 4.1 in order (content type,
+// accept, size) and reads the body.
+func acpPostBody(r *http.Request, limit int64) ([]byte, error) {
+	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
+		msg := "expected Content-Type: application/json"
+		return nil, &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
+	}
+	if !accepts(r.Header.Get("Accept"), "application/json") {
+		msg := "this endpoint only produces application/json"
+		return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+	}
+	return readLimited(r, limit)
+}
+
+// readLimited reads a whole request body of at most limit bytes.
+func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	size := r.ContentLength
+	if size < 0 || size > 1<<20 {
+		size = 512
+	}
+	buf := make([]byte, 0, size+1)
+	lr := io.LimitReader(r.Body, limit+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, invalid("reading request body: %v", err)
+		}
+	}
+	if int64(len(buf)) > limit {
+		return nil, tooLarge(limit)
+	}
+	return buf, nil
+}
+
+func tooLarge(limit int64) error {
+	return &domain.Error{
+		Kind:    domain.KindPayloadTooLarge,
+		Msg:     "request body exceeds " + strconv.FormatInt(limit, 10) + " bytes",
+		Details: map[string]any{"limitBytes": limit},
+	}
+}
+
+// rawResponse answers 200 with the agent's bytes, or 202 with no body.
+func rawResponse(body []byte) *huma.StreamResponse {
+	return &huma.StreamResponse{Body: func(ctx huma.Context) {
+		if body == nil {
+			ctx.SetStatus(http.StatusAccepted)
+			return
+		}
+		ctx.SetHeader("Content-Type", "application/json")
+		ctx.SetHeader("Content-Length", strconv.Itoa(len(body)))
+		ctx.SetStatus(http.StatusOK)
+		_, _ = ctx.BodyWriter().Write(body)
+	}}
+}

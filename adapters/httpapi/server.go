@@ -1,0 +1,87 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app"
+)
+
+// Config is what the HTTP adapter needs; cmd/sandbox-agent fills it.
+type Config struct {
+	Version   string
+	Logger    *slog.Logger
+	Instances *app.Instances
+
+	// Token enables bearer auth on /v1/* when non-empty.
+	Token string
+	CORS  CORS
+
+	// MaxACPBody bounds one ACP POST body (default 32 MiB).
+	MaxACPBody int64
+	// Heartbeat is the idle time before an SSE keep-alive comment (15 s).
+	Heartbeat time.Duration
+	// StreamWriteTimeout bounds one SSE write, to drop dead peers (30 s).
+	StreamWriteTimeout time.Duration
+}
+
+func (c *Config) fill() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxACPBody <= 0 {
+		c.MaxACPBody = 32 << 20
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = 30 * time.Second
+	}
+}
+
+// New builds the daemon's HTTP handler.
+func New(cfg Config) http.Handler {
+	cfg.fill()
+	mux := http.NewServeMux()
+	register(mux, &cfg)
+
+	var h http.Handler = problemOnMiss(mux)
+	h = bearerAuth(h, cfg.Token)
+	h = cfg.CORS.wrap(h)
+	h = requestContext(h, cfg.Logger)
+	return h
+}
+
+// register adds every route to mux and returns the API (for its document).
+func register(mux *http.ServeMux, cfg *Config) huma.API {
+	api := NewAPI(mux, cfg.Version)
+	registerRoot(mux, api, cfg)
+	registerACP(api, cfg)
+	return api
+}
+
+// OpenAPI returns the document the daemon serves at /openapi.json.
+func OpenAPI(version string) *huma.OpenAPI {
+	cfg := Config{Version: version}
+	cfg.fill()
+	return register(http.NewServeMux(), &cfg).OpenAPI()
+}
+
+// NewAPI creates the huma API on mux with the daemon's conventions: no
+// $schema links in bodies, docs at /docs, the document at /openapi.json and
+// /openapi.yaml.
+func NewAPI(mux *http.ServeMux, version string) huma.API {
+	config := huma.DefaultConfig("Sandbox Agent", version)
+	config.CreateHooks = nil // no $schema field or Link header on responses
+	config.SchemasPath = ""
+	config.OpenAPI.Info.Description = "Runs coding agents that speak ACP over stdio and exposes them over HTTP."
+	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer"},
+	}
+	return humago.New(mux, config)
+}

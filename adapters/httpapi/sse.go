@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// sseBatch is how many events one write round takes from the log; one flush
+// per round keeps syscalls low during bursts while every event is flushed
+// as soon as it is read.
+const sseBatch = 512
+
+// streamSSE writes the cursor's events until the log closes (instance
+// deleted, daemon stopping), the client leaves, or a write stalls for longer
+// than the stream write timeout. Server write timeouts must not cut streams,
+// so the deadline is cleared here and set per write round instead.
+func streamSSE(ctx context.Context, w http.ResponseWriter, cur *app.Cursor, cfg *Config) {
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort for keep-alive reuse
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	events := make([]app.Event, 0, sseBatch)
+	var num []byte
+	for {
+		var gap *app.Gap
+		var err error
+		events, gap, err = cur.Read(ctx, events[:0], sseBatch, cfg.Heartbeat)
+		if err != nil {
+			return
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout))
+		switch {
+		case gap != nil:
+			bw.WriteString("event: message\ndata: ")
+			bw.Write(domain.ReplayGapMessage(gap.LastEventID, gap.OldestAvailable))
+			bw.WriteString("\n\n")
+		case len(events) == 0:
+			bw.WriteString(": heartbeat\n\n")
+		}
+		for _, e := range events {
+			bw.WriteString("event: message\nid: ")
+			num = strconv.AppendUint(num[:0], e.Seq, 10)
+			bw.Write(num)
+			bw.WriteString("\ndata: ")
+			bw.Write(e.Data)
+			bw.WriteString("\n\n")
+		}
+		if err := bw.Flush(); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		switch {
+		case len(events) > 0:
+			cur.Ack(events[len(events)-1].Seq)
+		case gap != nil:
+			cur.Ack(gap.OldestAvailable - 1)
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// eventOverhead is what one buffered event is charged on top of its payload:
+// the Event header in the ring plus the SSE framing written per event. It
+// keeps a flood of tiny events from holding unbounded memory.
+const eventOverhead = 64
+
+// Event is one message of an instance's stream: its sequence number and the
+// exact bytes the agent wrote (or an _adapter/* notification).
+type Event struct {
+	Seq  uint64
+	Data []byte
+}
+
+// EventLog is an instance's replay buffer and fan-out in one: the most recent
+// events up to a byte budget, which every reader reads at its own position
+// through a Cursor. There are no per-reader queues: appending never waits
+// for a reader, and a reader that falls behind the buffer learns so through
+// a gap instead of slowing the agent down.
+//
+// Event payloads are immutable once appended, so readers get slices that
+// alias the log's storage without copying.
+type EventLog struct {
+	mu      sync.Mutex
+	ring    []Event // ring[head:] are the buffered events, oldest first
+	head    int
+	bytes   int64
+	max     int64
+	next    uint64        // sequence number of the next event
+	wake    chan struct{} // closed on append or close; nil when nobody waits
+	closed  bool
+	cursors map[*Cursor]struct{}
+	ackWake chan struct{} // closed on a cursor's ack; nil when nobody waits
+	gaps    atomic.Uint64
+}
+
+// NewEventLog returns a log that keeps at most maxBytes of recent events
+// (always at least the newest one).
+func NewEventLog(maxBytes int64) *EventLog {
+	return &EventLog{max: maxBytes, next: 1, cursors: map[*Cursor]struct{}{}}
+}
+
+// Append adds data as the next event and wakes every waiting reader. It
+// never blocks on readers. It returns the event's sequence number.
+func (l *EventLog) Append(data []byte) uint64 {
+	l.mu.Lock()
+	seq := l.next
+	l.next++
+	l.ring = append(l.ring, Event{Seq: seq, Data: data})
+	l.bytes += int64(len(data)) + eventOverhead
+	for l.bytes > l.max && len(l.ring)-l.head > 1 {
+		old := &l.ring[l.head]
+		l.bytes -= int64(len(old.Data)) + eventOverhead
+		*old = Event{}
+		l.head++
+	}
+	// Compact the ring once the dead prefix dominates: amortised O(1).
+	if l.head > 1024 && l.head > len(l.ring)/2 {
+		n := copy(l.ring, l.ring[l.head:])
+		clear(l.ring[n:])
+		l.ring = l.ring[:n]
+		l.head = 0
+	}
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	l.mu.Unlock()
+	return seq
+}
+
+// Close ends every reader. Appending after Close is allowed and harmless.
+func (l *EventLog) Close() {
+	l.mu.Lock()
+	l.closed = true
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	l.mu.Unlock()
+}
+
+// LogStats is a snapshot for listings and metrics.
+type LogStats struct {
+	LastEventID uint64
+	Events      int
+	Bytes       int64
+	Readers     int
+	Gaps        uint64
+}
+
+// Stats returns a consistent snapshot.
+func (l *EventLog) Stats() LogStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return LogStats{
+		LastEventID: l.next - 1,
+		Events:      len(l.ring) - l.head,
+		Bytes:       l.bytes,
+		Readers:     len(l.cursors),
+		Gaps:        l.gaps.Load(),
+	}
+}
+
+// Cursor is one reader's position in an EventLog. It is owned by a single
+// goroutine (the stream writer); only its flushed mark is read by others.
+type Cursor struct {
+	log     *EventLog
+	next    uint64        // next sequence number to read
+	flushed atomic.Uint64 // every event up to this seq has reached the peer
+}
+
+// Subscribe registers a reader. With after == nil it starts at the oldest
+// buffered event; otherwise at the first event with a sequence number greater
+// than *after. A position that is no longer buffered yields a gap on the
+// first Read; one beyond the newest event starts with the next live event.
+func (l *EventLog) Subscribe(after *uint64) *Cursor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := &Cursor{log: l}
+	switch {
+	case after == nil:
+		c.next = l.oldestLocked()
+	case *after >= l.next:
+		c.next = l.next
+	default:
+		c.next = *after + 1
+	}
+	c.flushed.Store(c.next - 1)
+	l.cursors[c] = struct{}{}
+	return c
+}
+
+func (l *EventLog) oldestLocked() uint64 {
+	if len(l.ring) > l.head {
+		return l.ring[l.head].Seq
+	}
+	return l.next
+}
+
+// Gap says the reader's position was evicted: events LastEventID+1 up to
+// OldestAvailable-1 are gone. The cursor has already moved past them.
+type Gap struct {
+	LastEventID     uint64
+	OldestAvailable uint64
+}
+
+// ErrStreamClosed is returned by Cursor.Read once the log is closed: the
+// instance was deleted or the daemon is stopping.
+var ErrStreamClosed = errors.New("stream closed")
+
+// Read appends up to max events at the cursor's position to buf and advances
+// the cursor. When nothing is buffered it waits until an event arrives, ctx
+// is done, the log is closed, or idle passes (then it returns no events and
+// no error, so the caller can send a heartbeat). A gap is returned alone,
+// before the events that follow it.
+func (c *Cursor) Read(ctx context.Context, buf []Event, max int, idle time.Duration) ([]Event, *Gap, error) {
+	var timer *time.Timer
+	for {
+		l := c.log
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return buf, nil, ErrStreamClosed
+		}
+		if oldest := l.oldestLocked(); c.next < oldest {
+			g := &Gap{LastEventID: c.next - 1, OldestAvailable: oldest}
+			c.next = oldest
+			l.mu.Unlock()
+			l.gaps.Add(1)
+			return buf, g, nil
+		}
+		if c.next < l.next {
+			i := l.head + int(c.next-l.ring[l.head].Seq)
+			for ; i < len(l.ring) && len(buf) < max; i++ {
+				buf = append(buf, l.ring[i])
+			}
+			c.next = buf[len(buf)-1].Seq + 1
+			l.mu.Unlock()
+			return buf, nil, nil
+		}
+		if l.wake == nil {
+			l.wake = make(chan struct{})
+		}
+		wake := l.wake
+		l.mu.Unlock()
+
+		if timer == nil {
+			timer = time.NewTimer(idle)
+			defer timer.Stop()
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return buf, nil, nil
+		case <-ctx.Done():
+			return buf, nil, ctx.Err()
+		}
+	}
+}
+
+// Ack records that every event up to seq has been flushed to the peer, and
+// wakes flush barriers waiting on this reader.
+func (c *Cursor) Ack(seq uint64) {
+	c.flushed.Store(seq)
+	l := c.log
+	l.mu.Lock()
+	if l.ackWake != nil {
+		close(l.ackWake)
+		l.ackWake = nil
+	}
+	l.mu.Unlock()
+}
+
+// Close unregisters the reader.
+func (c *Cursor) Close() {
+	l := c.log
+	l.mu.Lock()
+	delete(l.cursors, c)
+	if l.ackWake != nil {
+		close(l.ackWake)
+		l.ackWake = nil
+	}
+	l.mu.Unlock()
+}
+
+// WaitFlushed is the flush barrier: it waits until every reader registered
+// now has flushed every event up to seq (or left), or until timeout or ctx.
+// It reports whether the barrier was met.
+func (l *EventLog) WaitFlushed(ctx context.Context, seq uint64, timeout time.Duration) bool {
+	l.mu.Lock()
+	waiting := make([]*Cursor, 0, len(l.cursors))
+	for c := range l.cursors {
+		if c.flushed.Load() < seq {
+			waiting = append(waiting, c)
+		}
+	}
+	l.mu.Unlock()
+	if len(waiting) == 0 {
+		return true
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		remaining := waiting[:0]
+		for _, c := range waiting {
+			if _, live := l.cursors[c]; live && c.flushed.Load() < seq {
+				remaining = append(remaining, c)
+			}
+		}
+		waiting = remaining
+		if len(waiting) == 0 || l.closed {
+			l.mu.Unlock()
+			return true
+		}
+		if l.ackWake == nil {
+			l.ackWake = make(chan struct{})
+		}
+		wake := l.ackWake
+		l.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

@@ -1,0 +1,361 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+// instance is one ACP server id: one agent process, its pending-request
+// table, sequence counter and event log.
+//
+// Goroutines: one reads stdout (readStdout), one drains stderr, one waits for
+// the process (watch); all end when the process and its pipes are gone, and
+// watch closes done after the other two. POST handlers write stdin under
+// writeMu.
+type instance struct {
+	id        string
+	agent     string
+	createdAt time.Time
+	proc      ports.AgentProcess
+	log       *EventLog
+	stderr    stderrTail
+	opts      *Options
+	logger    *slog.Logger
+
+	writeMu  sync.Mutex
+	writeErr error // set once stdin is unusable
+
+	mu      sync.Mutex
+	pending map[string]*pendingRequest
+	exited  bool
+	status  domain.ExitStatus
+
+	readerDone chan struct{}
+	done       chan struct{} // closed once the exit is fully recorded
+}
+
+// pendingRequest is a request waiting for its response.
+type pendingRequest struct {
+	id    []byte // raw id, for the error sent to async requests on exit
+	async bool
+	ch    chan pendingResult // buffered 1; exactly one send
+}
+
+type pendingResult struct {
+	seq  uint64
+	data []byte
+	err  error
+}
+
+func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time) *instance {
+	in := &instance{
+		id:         id,
+		agent:      agent,
+		createdAt:  now,
+		proc:       proc,
+		log:        NewEventLog(opts.ReplayBytes),
+		opts:       opts,
+		logger:     opts.Logger.With("server_id", id, "agent", agent, "pid", proc.PID()),
+		pending:    map[string]*pendingRequest{},
+		readerDone: make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	go in.readStdout()
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		in.stderr.drain(proc.Stderr(), in.logger)
+	}()
+	go in.watch(stderrDone)
+	return in
+}
+
+// readStdout frames stdout into events. It never blocks on readers.
+func (in *instance) readStdout() {
+	defer close(in.readerDone)
+	r := bufio.NewReaderSize(in.proc.Stdout(), 64<<10)
+	var big []byte // accumulates a line longer than the reader's buffer
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(big)+len(chunk) > in.opts.MaxFrameBytes {
+			in.logger.Error("agent wrote a frame over the limit; stopping it", "limit_bytes", in.opts.MaxFrameBytes)
+			go in.proc.Stop(context.Background()) //nolint:errcheck // watch records the exit
+			_, _ = io.Copy(io.Discard, r)         // keep the agent unblocked while it stops
+			return
+		}
+		var line []byte
+		switch {
+		case err == bufio.ErrBufferFull:
+			big = append(big, chunk...)
+			continue
+		case big != nil:
+			line, big = append(big, chunk...), nil
+		default:
+			line = append([]byte(nil), chunk...) // ReadSlice's buffer is reused
+		}
+		in.handleLine(line)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				in.logger.Debug("agent stdout closed", "err", err)
+			}
+			return
+		}
+	}
+}
+
+func (in *instance) handleLine(line []byte) {
+	// Trim the line ending (LF, CRLF) and surrounding blanks.
+	end := len(line)
+	for end > 0 && (line[end-1] == '\n' || line[end-1] == '\r' || line[end-1] == ' ' || line[end-1] == '\t') {
+		end--
+	}
+	start := 0
+	for start < end && (line[start] == ' ' || line[start] == '\t') {
+		start++
+	}
+	line = line[start:end]
+	if len(line) == 0 {
+		return
+	}
+	f, err := domain.ParseFrame(line)
+	if errors.Is(err, domain.ErrNotJSON) {
+		in.log.Append(domain.InvalidStdoutMessage("agent wrote a line that is not JSON", line))
+		return
+	}
+	seq := in.log.Append(line)
+	if err != nil || f.Kind != domain.FrameResponse {
+		return
+	}
+	in.mu.Lock()
+	p := in.pending[f.IDKey()]
+	delete(in.pending, f.IDKey())
+	in.mu.Unlock()
+	if p != nil {
+		p.ch <- pendingResult{seq: seq, data: line}
+	}
+}
+
+// watch waits for the process to end, then fails what is still pending and
+// appends _adapter/agent_exited.
+func (in *instance) watch(stderrDone <-chan struct{}) {
+	st, err := in.proc.Wait()
+	if err != nil {
+		in.logger.Warn("waiting for agent failed", "err", err)
+	}
+	// The process group is gone, so stdout ends promptly; a descendant that
+	// escaped the group could keep it open, so do not wait for it long.
+	for _, ch := range []<-chan struct{}{in.readerDone, stderrDone} {
+		select {
+		case <-ch:
+		case <-time.After(200 * time.Millisecond):
+			in.proc.Stdout().Close()
+			in.proc.Stderr().Close()
+			<-ch
+		}
+	}
+	in.mu.Lock()
+	in.exited = true
+	in.status = st
+	pending := in.pending
+	in.pending = map[string]*pendingRequest{}
+	in.mu.Unlock()
+
+	exitErr := in.exitError()
+	for _, p := range pending {
+		if p.async {
+			in.log.Append(domain.AgentStoppedResponse(p.id))
+		}
+		p.ch <- pendingResult{err: exitErr}
+	}
+	in.log.Append(domain.AgentExitedMessage(st.Success(), st.Code))
+	in.logger.Info("agent exited", "code", codeOrNil(st.Code), "signal", st.Signal)
+	close(in.done)
+}
+
+func codeOrNil(c *int) any {
+	if c == nil {
+		return nil
+	}
+	return *c
+}
+
+// exitError is the error for requests that can no longer be answered.
+func (in *instance) exitError() error {
+	in.mu.Lock()
+	st := in.status
+	in.mu.Unlock()
+	return &domain.Error{
+		Kind:  domain.KindAgentProcessExited,
+		Msg:   in.agent,
+		Agent: in.agent,
+		Details: map[string]any{
+			"exitCode": codeOrNil(st.Code),
+			"stderr":   in.stderr.String(),
+		},
+	}
+}
+
+// write sends one frame plus a newline to stdin. Writes never interleave; a
+// write that fails (or makes no progress within the write timeout) breaks
+// stdin for good, since a partial frame may have been written.
+func (in *instance) write(data []byte) error {
+	in.writeMu.Lock()
+	defer in.writeMu.Unlock()
+	if in.writeErr != nil {
+		return in.writeFailure(in.writeErr)
+	}
+	w := in.proc.Stdin()
+	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok && in.opts.WriteTimeout > 0 {
+		_ = d.SetWriteDeadline(time.Now().Add(in.opts.WriteTimeout))
+	}
+	var err error
+	if len(data) < 64<<10 {
+		buf := make([]byte, 0, len(data)+1)
+		_, err = w.Write(append(append(buf, data...), '\n'))
+	} else if _, err = w.Write(data); err == nil {
+		_, err = w.Write([]byte{'\n'})
+	}
+	if err != nil {
+		in.writeErr = err
+		in.logger.Warn("writing to agent stdin failed", "err", err)
+		return in.writeFailure(err)
+	}
+	return nil
+}
+
+func (in *instance) writeFailure(err error) error {
+	select {
+	case <-in.done:
+		return in.exitError()
+	default:
+	}
+	return &domain.Error{Kind: domain.KindStreamError, Msg: "failed to write to agent stdin", Details: map[string]any{"message": "failed to write to agent stdin"}, Err: err}
+}
+
+// post forwards one client frame and, for a synchronous request, waits for
+// the response. It returns the response bytes, or nil when the POST is
+// answered with 202.
+func (in *instance) post(ctx context.Context, f domain.Frame) ([]byte, error) {
+	select {
+	case <-in.done:
+		return nil, in.exitError()
+	default:
+	}
+	if f.Kind != domain.FrameRequest {
+		return nil, in.write(f.Data)
+	}
+	key := f.IDKey()
+	p := &pendingRequest{id: f.ID, async: in.opts.AsyncMethods[f.Method], ch: make(chan pendingResult, 1)}
+	in.mu.Lock()
+	if in.exited {
+		in.mu.Unlock()
+		return nil, in.exitError()
+	}
+	if _, dup := in.pending[key]; dup {
+		in.mu.Unlock()
+		msg := "request id " + string(f.ID) + " is already in flight on server '" + in.id + "'"
+		return nil, &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+	}
+	in.pending[key] = p
+	in.mu.Unlock()
+
+	if err := in.write(f.Data); err != nil {
+		in.forget(key, p)
+		return nil, err
+	}
+	if p.async {
+		return nil, nil
+	}
+
+	var timeout <-chan time.Time
+	if in.opts.RequestTimeout > 0 {
+		t := time.NewTimer(in.opts.RequestTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case r := <-p.ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		// Flush barrier: readers connected now see every earlier event
+		// before the client sees this result.
+		in.log.WaitFlushed(ctx, r.seq-1, in.opts.BarrierTimeout)
+		return r.data, nil
+	case <-timeout:
+		in.forget(key, p)
+		msg := "timed out waiting for agent response"
+		return nil, &domain.Error{Kind: domain.KindTimeout, Details: map[string]any{"message": msg}}
+	case <-ctx.Done():
+		in.forget(key, p)
+		return nil, ctx.Err()
+	}
+}
+
+// forget drops a pending request that will not be waited for; its response,
+// if it ever comes, still goes to the stream.
+func (in *instance) forget(key string, p *pendingRequest) {
+	in.mu.Lock()
+	if in.pending[key] == p {
+		delete(in.pending, key)
+	}
+	in.mu.Unlock()
+}
+
+// stop ends the instance: streams end, the process group is stopped (SIGTERM,
+// then SIGKILL after the grace period), pending requests fail.
+func (in *instance) stop(ctx context.Context) {
+	in.log.Close()
+	sctx, cancel := context.WithTimeout(ctx, in.opts.StopGrace)
+	defer cancel()
+	if err := in.proc.Stop(sctx); err != nil {
+		in.logger.Warn("stopping agent failed", "err", err)
+	}
+	<-in.done
+}
+
+// ServerInfo describes an instance for GET /v1/acp.
+type ServerInfo struct {
+	ServerID        string `json:"serverId"`
+	Agent           string `json:"agent"`
+	CreatedAtMs     int64  `json:"createdAtMs"`
+	PID             int    `json:"pid"`
+	State           string `json:"state"`
+	ExitCode        *int   `json:"exitCode,omitempty"`
+	PendingRequests int    `json:"pendingRequests"`
+	Subscribers     int    `json:"subscribers"`
+	LastEventID     uint64 `json:"lastEventId"`
+	BufferedEvents  int    `json:"bufferedEvents"`
+	BufferedBytes   int64  `json:"bufferedBytes"`
+}
+
+func (in *instance) info() ServerInfo {
+	st := in.log.Stats()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	state := "running"
+	if in.exited {
+		state = "exited"
+	}
+	return ServerInfo{
+		ServerID:        in.id,
+		Agent:           in.agent,
+		CreatedAtMs:     in.createdAt.UnixMilli(),
+		PID:             in.proc.PID(),
+		State:           state,
+		ExitCode:        in.status.Code,
+		PendingRequests: len(in.pending),
+		Subscribers:     st.Readers,
+		LastEventID:     st.LastEventID,
+		BufferedEvents:  st.Events,
+		BufferedBytes:   st.Bytes,
+	}
+}

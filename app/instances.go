@@ -1,0 +1,310 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+// Options tune the ACP transport. The zero value of a field means its
+// default (see DefaultOptions), except RequestTimeout where 0 means none.
+type Options struct {
+	// RequestTimeout bounds a synchronous request; 0 waits forever.
+	RequestTimeout time.Duration
+	// AsyncMethods are answered 202 at once; their response comes on SSE.
+	AsyncMethods map[string]bool
+	// ReplayBytes is the per-instance event log budget.
+	ReplayBytes int64
+	// MaxFrameBytes bounds one line of agent stdout.
+	MaxFrameBytes int
+	// StopGrace is how long an agent has between SIGTERM and SIGKILL.
+	StopGrace time.Duration
+	// WriteTimeout bounds one write to an agent's stdin.
+	WriteTimeout time.Duration
+	// BarrierTimeout bounds the flush barrier before a synchronous answer.
+	BarrierTimeout time.Duration
+	Logger         *slog.Logger
+	// Now is the clock for creation times; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultOptions are the documented defaults of api.md section 4.
+func DefaultOptions() Options {
+	return Options{
+		RequestTimeout: 120 * time.Second,
+		AsyncMethods:   map[string]bool{"session/prompt": true},
+		ReplayBytes:    16 << 20,
+		MaxFrameBytes:  64 << 20,
+		StopGrace:      3 * time.Second,
+		WriteTimeout:   30 * time.Second,
+		BarrierTimeout: time.Second,
+	}
+}
+
+func (o *Options) fill() {
+	d := DefaultOptions()
+	if o.AsyncMethods == nil {
+		o.AsyncMethods = map[string]bool{}
+	}
+	if o.ReplayBytes <= 0 {
+		o.ReplayBytes = d.ReplayBytes
+	}
+	if o.MaxFrameBytes <= 0 {
+		o.MaxFrameBytes = d.MaxFrameBytes
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = d.StopGrace
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = d.WriteTimeout
+	}
+	if o.BarrierTimeout <= 0 {
+		o.BarrierTimeout = d.BarrierTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Launcher turns an agent id into a launch spec, installing the agent first
+// when that is allowed. Errors carry domain kinds: unsupported_agent,
+// agent_not_installed, install_failed.
+type Launcher interface {
+	Launch(ctx context.Context, agent string) (domain.LaunchSpec, error)
+}
+
+// Instances owns every ACP server instance of the daemon.
+type Instances struct {
+	opts     Options
+	runner   ports.AgentRunner
+	launcher Launcher
+
+	mu       sync.Mutex
+	byID     map[string]*instance
+	creating map[string]chan struct{} // closed when a bootstrap of the id ends
+	closed   bool
+	wg       sync.WaitGroup // instances being stopped
+}
+
+// NewInstances wires the ACP use cases.
+func NewInstances(opts Options, runner ports.AgentRunner, launcher Launcher) *Instances {
+	opts.fill()
+	return &Instances{
+		opts:     opts,
+		runner:   runner,
+		launcher: launcher,
+		byID:     map[string]*instance{},
+		creating: map[string]chan struct{}{},
+	}
+}
+
+// PostRequest is one client message for an instance.
+type PostRequest struct {
+	ServerID string
+	Agent    string // the ?agent= query value
+	HasAgent bool   // whether ?agent= was given at all
+	Frame    domain.Frame
+}
+
+// Post forwards a client frame, bootstrapping the instance on first use. It
+// returns the response bytes for a synchronous request, or nil for 202.
+func (s *Instances) Post(ctx context.Context, req PostRequest) ([]byte, error) {
+	in, err := s.instanceFor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return in.post(ctx, req.Frame)
+}
+
+func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance, error) {
+	if req.HasAgent && (req.Agent == "" || !domain.ValidAgentID(req.Agent)) {
+		return nil, unsupportedAgent(req.Agent)
+	}
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, errShuttingDown
+		}
+		if in := s.byID[req.ServerID]; in != nil {
+			s.mu.Unlock()
+			if req.HasAgent && req.Agent != in.agent {
+				msg := "server '" + req.ServerID + "' already exists for agent '" + in.agent + "'; requested '" + req.Agent + "'"
+				return nil, &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+			}
+			return in, nil
+		}
+		if !req.HasAgent {
+			s.mu.Unlock()
+			return nil, domain.InvalidRequest("missing required 'agent' query parameter for first POST to /v1/acp/%s", req.ServerID)
+		}
+		if wait, busy := s.creating[req.ServerID]; busy {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		s.creating[req.ServerID] = done
+		s.mu.Unlock()
+
+		in, err := s.create(ctx, req.ServerID, req.Agent)
+		s.mu.Lock()
+		delete(s.creating, req.ServerID)
+		if in != nil {
+			if s.closed {
+				s.mu.Unlock()
+				close(done)
+				in.stop(context.Background())
+				return nil, errShuttingDown
+			}
+			s.byID[req.ServerID] = in
+		}
+		s.mu.Unlock()
+		close(done)
+		return in, err
+	}
+}
+
+var errShuttingDown = &domain.Error{Kind: domain.KindStreamError, Msg: "daemon is shutting down", Details: map[string]any{"message": "daemon is shutting down"}}
+
+func unsupportedAgent(agent string) error {
+	return &domain.Error{Kind: domain.KindUnsupportedAgent, Msg: agent, Agent: agent}
+}
+
+// create resolves and spawns the agent. The install and spawn outlive the
+// request that asked for them: a client giving up mid-install must not leave
+// a half-installed agent for the next one.
+func (s *Instances) create(ctx context.Context, id, agent string) (*instance, error) {
+	ctx = context.WithoutCancel(ctx)
+	spec, err := s.launcher.Launch(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := s.runner.Start(ctx, spec)
+	if err != nil {
+		msg := "failed to start agent process: " + err.Error()
+		return nil, &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
+	}
+	in := newInstance(id, agent, proc, &s.opts, s.opts.Now())
+	in.logger.Info("agent started", "command", spec.Command, "source", spec.Source)
+	return in, nil
+}
+
+// Subscribe opens a reader on an instance's stream; see EventLog.Subscribe.
+// The caller must Close the cursor.
+func (s *Instances) Subscribe(id string, after *uint64) (*Cursor, error) {
+	s.mu.Lock()
+	in := s.byID[id]
+	s.mu.Unlock()
+	if in == nil {
+		return nil, notFound(id)
+	}
+	return in.log.Subscribe(after), nil
+}
+
+func notFound(id string) error {
+	return &domain.Error{Kind: domain.KindSessionNotFound, Msg: id, SessionID: id}
+}
+
+// Delete stops and forgets an instance. It is idempotent and returns once the
+// agent's process group is gone.
+func (s *Instances) Delete(ctx context.Context, id string) {
+	s.mu.Lock()
+	in := s.byID[id]
+	delete(s.byID, id)
+	if in != nil {
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if in != nil {
+		defer s.wg.Done()
+		in.stop(ctx)
+	}
+}
+
+// List describes every instance, sorted by server id, exited ones included.
+func (s *Instances) List() []ServerInfo {
+	s.mu.Lock()
+	all := make([]*instance, 0, len(s.byID))
+	for _, in := range s.byID {
+		all = append(all, in)
+	}
+	s.mu.Unlock()
+	out := make([]ServerInfo, 0, len(all))
+	for _, in := range all {
+		out = append(out, in.info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ServerID < out[j].ServerID })
+	return out
+}
+
+// Stderr returns the buffered stderr tail of an instance.
+func (s *Instances) Stderr(id string) (string, error) {
+	s.mu.Lock()
+	in := s.byID[id]
+	s.mu.Unlock()
+	if in == nil {
+		return "", notFound(id)
+	}
+	return in.stderr.String(), nil
+}
+
+// RunningSince reports, per agent id, the creation time of its oldest
+// running instance (for serverStatus in the agent listing).
+func (s *Instances) RunningSince() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, in := range s.byID {
+		in.mu.Lock()
+		exited := in.exited
+		in.mu.Unlock()
+		if exited {
+			continue
+		}
+		if t, ok := out[in.agent]; !ok || in.createdAt.Before(t) {
+			out[in.agent] = in.createdAt
+		}
+	}
+	return out
+}
+
+// Close stops every instance in parallel and refuses new ones. It is
+// idempotent; it returns when every agent is gone or ctx is done.
+func (s *Instances) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	all := s.byID
+	s.byID = map[string]*instance{}
+	for range all {
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	for _, in := range all {
+		go func() {
+			defer s.wg.Done()
+			in.stop(ctx)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.New("stopping agents: " + ctx.Err().Error())
+	}
+}

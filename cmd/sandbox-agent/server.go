@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/process"
+	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// serverFlags is everything `sandbox-agent server` accepts.
+type serverFlags struct {
+	host, port, token                 string
+	noToken, noTelemetry, corsCreds   bool
+	corsOrigins, corsMethods, corsHdr stringList
+	logFormat, logLevel               string
+	asyncMethods                      string
+	maxACPBody, replayBytes           int64
+	maxFrame                          int
+	stopGrace                         time.Duration
+	agentsFile                        string
+}
+
+func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
+	f := &serverFlags{}
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on")
+	fs.StringVar(&f.port, "port", "2468", "port to listen on")
+	fs.StringVar(&f.token, "token", os.Getenv("SANDBOX_AGENT_TOKEN"), "require `Authorization: Bearer TOKEN` on /v1/*")
+	fs.BoolVar(&f.noToken, "no-token", false, "run without a token (the default; accepted for compatibility)")
+	fs.Var(&f.corsOrigins, "cors-allow-origin", "allowed CORS origin (repeatable; '*' for any)")
+	fs.Var(&f.corsMethods, "cors-allow-method", "allowed CORS method (repeatable; default any)")
+	fs.Var(&f.corsHdr, "cors-allow-header", "allowed CORS header (repeatable; default any)")
+	fs.BoolVar(&f.corsCreds, "cors-allow-credentials", false, "allow credentials in CORS requests")
+	fs.BoolVar(&f.noTelemetry, "no-telemetry", false, "accepted for compatibility; the daemon never phones home")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "auto (coloured on a terminal, else JSON), text, color or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.asyncMethods, "async-methods", "session/prompt", "comma-separated ACP methods answered 202 at once (response on SSE); empty for none")
+	fs.Int64Var(&f.maxACPBody, "max-acp-body", 32<<20, "largest ACP POST body in bytes")
+	fs.Int64Var(&f.replayBytes, "replay-bytes", 16<<20, "per-instance replay buffer in bytes")
+	fs.IntVar(&f.maxFrame, "max-frame", 64<<20, "largest line an agent may write to stdout, in bytes")
+	fs.DurationVar(&f.stopGrace, "stop-grace", 3*time.Second, "time between SIGTERM and SIGKILL when stopping an agent")
+	fs.StringVar(&f.agentsFile, "agents-file", "", "JSON file of operator-defined agents: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}")
+	aliases(fs, "H", "host", "p", "port", "t", "token", "n", "no-token",
+		"O", "cors-allow-origin", "M", "cors-allow-method", "A", "cors-allow-header", "C", "cors-allow-credentials")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, usagef("")
+		}
+		return nil, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return f, nil
+}
+
+func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServerFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logOut := stderr
+	if truthy(os.Getenv("SANDBOX_AGENT_LOG_STDOUT")) {
+		logOut = stdout
+	}
+	log, err := newLogger(logOut, f.logFormat, f.logLevel)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	slog.SetDefault(log)
+
+	cors := httpapi.CORS{Origins: f.corsOrigins, Methods: f.corsMethods, Headers: f.corsHdr, Credentials: f.corsCreds}
+	if err := cors.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	opts, err := acpOptions(f, log)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	agents, err := agentResolver(f)
+	if err != nil {
+		return err
+	}
+	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN")}
+	instances := app.NewInstances(opts, runner, agents)
+
+	handler := httpapi.New(httpapi.Config{
+		Version:    version,
+		Logger:     log,
+		Instances:  instances,
+		Token:      f.token,
+		CORS:       cors,
+		MaxACPBody: f.maxACPBody,
+	})
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// WriteTimeout stays 0: SSE streams set per-write deadlines instead.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version, "auth", f.token != "")
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", f.stopGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), f.stopGrace+1500*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- instances.Close(sctx) }()
+	shutErr := srv.Shutdown(sctx)
+	if err := <-stopped; err != nil {
+		log.Warn("stopping agents", "err", err)
+	}
+	if shutErr != nil {
+		srv.Close()
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func acpOptions(f *serverFlags, log *slog.Logger) (app.Options, error) {
+	opts := app.DefaultOptions()
+	opts.Logger = log
+	opts.ReplayBytes = f.replayBytes
+	opts.MaxFrameBytes = f.maxFrame
+	opts.StopGrace = f.stopGrace
+	opts.AsyncMethods = map[string]bool{}
+	for _, m := range strings.Split(f.asyncMethods, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			opts.AsyncMethods[m] = true
+		}
+	}
+	if v := os.Getenv("SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			return opts, fmt.Errorf("SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS must be a non-negative integer, got %q", v)
+		}
+		opts.RequestTimeout = time.Duration(ms) * time.Millisecond
+	}
+	return opts, nil
+}
+
+// installDir is $XDG_DATA_HOME/sandbox-agent/bin (default
+// ~/.local/share/sandbox-agent/bin), where the reference keeps agents.
+func installDir() string {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "sandbox-agent", "bin")
+}
+
+func agentResolver(f *serverFlags) (*app.Agents, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	a := &app.Agents{Fs: afero.NewOsFs(), InstallDir: installDir(), SelfExe: self}
+	if f.agentsFile != "" {
+		if a.Operator, err = loadAgentsFile(f.agentsFile); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func loadAgentsFile(path string) ([]domain.OperatorAgent, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read agents file: %w", err)
+	}
+	var doc struct {
+		Agents []domain.OperatorAgent `json:"agents"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("agents file %s: %w", path, err)
+	}
+	seen := map[string]bool{}
+	for i, a := range doc.Agents {
+		switch {
+		case !domain.ValidAgentID(a.ID):
+			return nil, fmt.Errorf("agents file %s: agent %d: id %q must be letters, digits, '.', '_' or '-'", path, i, a.ID)
+		case a.Command == "":
+			return nil, fmt.Errorf("agents file %s: agent %q: command is required", path, a.ID)
+		case seen[a.ID]:
+			return nil, fmt.Errorf("agents file %s: agent %q is defined twice", path, a.ID)
+		}
+		seen[a.ID] = true
+	}
+	return doc.Agents, nil
+}
+
+func truthy(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	switch format {
+	case "auto":
+		if isTerminal(w) {
+			format = "color"
+		} else {
+			format = "json"
+		}
+	}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+	case "text":
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, NoColor: true, TimeFormat: time.TimeOnly})), nil
+	case "color":
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
+	}
+	return nil, fmt.Errorf("--log-format must be auto, text, color or json, got %q", format)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,81 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind is one row of the error table in api.md section 1. Adapters translate
+// technology errors into a Kind at the port; the HTTP adapter maps a Kind to a
+// status and problem body in exactly one place.
+type Kind string
+
+// The error kinds of the HTTP contract.
+const (
+	KindInvalidRequest     Kind = "invalid_request"
+	KindUnsupportedAgent   Kind = "unsupported_agent"
+	KindTokenInvalid       Kind = "token_invalid"
+	KindPermissionDenied   Kind = "permission_denied"
+	KindAgentNotInstalled  Kind = "agent_not_installed"
+	KindSessionNotFound    Kind = "session_not_found"
+	KindNotAcceptable      Kind = "not_acceptable"
+	KindConflict           Kind = "conflict"
+	KindPayloadTooLarge    Kind = "payload_too_large"
+	KindUnsupportedMedia   Kind = "unsupported_media_type"
+	KindInstallFailed      Kind = "install_failed"
+	KindAgentProcessExited Kind = "agent_process_exited"
+	KindStreamError        Kind = "stream_error"
+	KindTimeout            Kind = "timeout"
+)
+
+// Error is an error with a kind the client may see. Msg is the part after
+// "<kind>: " in the problem detail (for kinds whose detail carries one);
+// Agent and SessionID become top-level problem extensions, Details the
+// "details" object. Err, when set, is the cause: logged, never sent.
+type Error struct {
+	Kind      Kind
+	Msg       string
+	Agent     string
+	SessionID string
+	Details   map[string]any
+	// Status overrides the kind's usual HTTP status (e.g. 405, 410, 422 for
+	// invalid_request, or a policy's chosen status). Zero means the default.
+	Status int
+	Err    error
+}
+
+func (e *Error) Error() string {
+	msg := string(e.Kind)
+	if e.Msg != "" {
+		msg += ": " + e.Msg
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an Error of kind k whose client-visible message is formatted.
+func Errorf(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
+}
+
+// InvalidRequest is the most common client error.
+func InvalidRequest(format string, args ...any) *Error {
+	return Errorf(KindInvalidRequest, format, args...)
+}
+
+// AsError finds the first *Error in err's chain.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// IsKind reports whether err's chain holds an *Error of kind k.
+func IsKind(err error, k Kind) bool {
+	e, ok := AsError(err)
+	return ok && e.Kind == k
+}

@@ -1,0 +1,45 @@
+package ports
+
+import (
+	"context"
+	"io"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// AgentRunner starts agent processes.
+type AgentRunner interface {
+	// Start launches spec and returns once the process exists. ctx bounds the
+	// start only; the process outlives it and ends through Stop or on its own.
+	// A failure to start is returned as an error and leaves nothing running.
+	Start(ctx context.Context, spec domain.LaunchSpec) (AgentProcess, error)
+}
+
+// AgentProcess is a running agent: a byte pipe plus a lifetime.
+//
+// Stdin, Stdout and Stderr each have one owner in the app: one writer (under
+// its own lock) and one reader goroutine per stream. Stdin may also implement
+// SetWriteDeadline(time.Time) error, as pipes do, so a writer can give up on
+// an agent that stopped reading.
+type AgentProcess interface {
+	Stdin() io.WriteCloser
+	// Stdout and Stderr end with io.EOF once every process that held them has
+	// exited; closing them unblocks a pending Read.
+	Stdout() io.ReadCloser
+	Stderr() io.ReadCloser
+	// PID is the process id of the agent (also its process group id).
+	PID() int
+	// Wait blocks until the agent has exited and its process group is gone,
+	// and returns how it ended. It may be called from one goroutine only.
+	Wait() (domain.ExitStatus, error)
+	// Stop closes stdin, asks the whole process group to terminate, and kills
+	// it when ctx is done. It returns once the process has been reaped; it is
+	// safe to call more than once and concurrently with Wait.
+	Stop(ctx context.Context) error
+}
+
+// Authorizer decides whether a request may proceed. It is called after the
+// bearer check, concurrently from many requests.
+type Authorizer interface {
+	Authorize(ctx context.Context, req domain.AuthRequest) (domain.Decision, error)
+}
