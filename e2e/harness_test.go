@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the sandbox-agent built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sandbox-agent-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sandbox-agent")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/sandbox-agent")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building sandbox-agent:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is one running sandbox-agent server.
+type daemon struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	URL  string
+	Home string // HOME and XDG_DATA_HOME root of this daemon
+	logs *lockedBuffer
+	done chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// daemonOpts tune startDaemon.
+type daemonOpts struct {
+	Args []string // extra server flags
+	Env  []string // extra environment
+	Home string   // reuse a home directory (default: a fresh temp dir)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startDaemon runs the binary on a free loopback port and waits for health.
+// It is stopped with SIGTERM at cleanup; its logs are shown on failure.
+func startDaemon(t *testing.T, o daemonOpts) *daemon {
+	t.Helper()
+	home := o.Home
+	if home == "" {
+		home = t.TempDir()
+	}
+	port := freePort(t)
+	args := append([]string{"server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--log-format", "text", "--log-level", "debug"}, o.Args...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
+	cmd.Env = append(cmd.Env, o.Env...)
+	cmd.Dir = home
+	d := &daemon{t: t, cmd: cmd, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Home: home, logs: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = d.logs, d.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("daemon logs:\n%s", tail(d.logs.String(), 200))
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(d.URL + "/")
+		if err == nil {
+			resp.Body.Close()
+			return d
+		}
+		select {
+		case <-d.done:
+			t.Fatalf("daemon exited at start:\n%s", d.logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("daemon did not start:\n%s", d.logs.String())
+	return nil
+}
+
+// stop sends SIGTERM and waits (bounded) for the daemon to exit.
+func (d *daemon) stop() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		d.t.Errorf("daemon did not exit within 10 s of SIGTERM")
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(s, "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
+
+// do sends a request and returns status, headers and body.
+func (d *daemon) do(method, path string, body []byte, headers ...string) (int, http.Header, []byte) {
+	d.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, d.URL+path, rd)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		d.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// post sends one JSON-RPC message to /v1/acp/{id}.
+func (d *daemon) post(path string, msg string) (int, []byte) {
+	d.t.Helper()
+	st, _, b := d.do(http.MethodPost, path, []byte(msg), "Content-Type", "application/json")
+	return st, b
+}
+
+// sseEvent is one parsed SSE frame.
+type sseEvent struct {
+	ID   string // empty for frames without id (gap frames)
+	Data string
+}
+
+// sseStream reads events from GET /v1/acp/{id}.
+type sseStream struct {
+	resp   *http.Response
+	r      *bufio.Reader
+	cancel context.CancelFunc
+}
+
+func (d *daemon) stream(path string, headers ...string) *sseStream {
+	d.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+path, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		d.t.Fatalf("GET %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		d.t.Fatalf("GET %s: status %d: %s", path, resp.StatusCode, b)
+	}
+	s := &sseStream{resp: resp, r: bufio.NewReaderSize(resp.Body, 1<<20), cancel: cancel}
+	d.t.Cleanup(s.Close)
+	return s
+}
+
+func (s *sseStream) Close() {
+	s.cancel()
+	s.resp.Body.Close()
+}
+
+// next returns the next event, skipping comments; io.EOF when the stream ends.
+func (s *sseStream) next() (sseEvent, error) {
+	var ev sseEvent
+	var data []string
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return ev, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if data != nil {
+				ev.Data = strings.Join(data, "\n")
+				return ev, nil
+			}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id: "):
+			ev.ID = line[4:]
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, line[6:])
+		}
+	}
+}
+
+// nextWithin is next with a deadline, failing the test on timeout.
+func (s *sseStream) nextWithin(t *testing.T, d time.Duration) sseEvent {
+	t.Helper()
+	type res struct {
+		ev  sseEvent
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { ev, err := s.next(); ch <- res{ev, err} }()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("stream ended: %v", r.err)
+		}
+		return r.ev
+	case <-time.After(d):
+		s.Close()
+		t.Fatalf("no event within %v", d)
+	}
+	return sseEvent{}
+}
