@@ -19,8 +19,9 @@ import (
 	"time"
 )
 
-// binary is the sandbox-agent built once for the whole package.
-var binary string
+// binary is the sandbox-agent built once for the whole package; testAgent
+// is e2e/testagent, a stdio peer with failure modes the mock lacks.
+var binary, testAgent string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sandbox-agent-e2e-")
@@ -29,7 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "sandbox-agent")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/sandbox-agent")
+	testAgent = filepath.Join(dir, "testagent")
+	build := exec.Command("go", "build", "-o", dir, "../cmd/sandbox-agent", "./testagent")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building sandbox-agent:", err)
@@ -65,6 +67,18 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// withTestAgent returns server flags defining the operator agent "test"
+// (e2e/testagent) in an agents file under dir.
+func withTestAgent(t *testing.T, extra ...string) []string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "agents.json")
+	doc := `{"agents":[{"id":"test","command":"` + testAgent + `"}]}`
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"--agents-file", f}, extra...)
 }
 
 // daemonOpts tune startDaemon.

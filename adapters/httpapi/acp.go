@@ -86,6 +86,9 @@ func registerACP(api huma.API, cfg *Config) {
 		case err != nil:
 			return nil, invalid("invalid JSON body: %v", err)
 		}
+		if err := authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
+			return nil, err
+		}
 		resp, err := cfg.Instances.Post(ctx, app.PostRequest{
 			ServerID: in.ServerID,
 			Agent:    in.Agent,

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // Config is what the HTTP adapter needs; cmd/sandbox-agent fills it.
@@ -27,6 +28,24 @@ type Config struct {
 	Heartbeat time.Duration
 	// StreamWriteTimeout bounds one SSE write, to drop dead peers (30 s).
 	StreamWriteTimeout time.Duration
+
+	// UI, when set, serves the inspector at /ui/ (and redirects /ui). It
+	// sits outside /v1/, so it needs no token.
+	UI http.Handler
+
+	// Catalog, when set, serves /v1/agents (list, describe, install).
+	Catalog *app.Catalog
+
+	// Files, when set, serves /v1/fs/*; Config serves /v1/config/*.
+	Files  *app.Files
+	Config *app.ConfigStore
+	// MaxUpload bounds one PUT /v1/fs/file or upload-batch body in bytes
+	// (413 past it); zero means no limit.
+	MaxUpload int64
+
+	// Authorizer, when set, decides every /v1 request after the bearer
+	// check (auth policies); see authz.go.
+	Authorizer ports.Authorizer
 }
 
 func (c *Config) fill() {
@@ -60,14 +79,30 @@ func New(cfg Config) http.Handler {
 // register adds every route to mux and returns the API (for its document).
 func register(mux *http.ServeMux, cfg *Config) huma.API {
 	api := NewAPI(mux, cfg.Version)
+	useAuthorizer(api, cfg) // before any operation is registered
 	registerRoot(mux, api, cfg)
 	registerACP(api, cfg)
+	if cfg.Catalog != nil {
+		registerAgents(api, cfg)
+	}
+	if cfg.Files != nil {
+		registerFS(api, cfg)
+	}
+	if cfg.Config != nil {
+		registerConfig(api, cfg)
+	}
+	if cfg.UI != nil {
+		mux.Handle("GET /ui/", cfg.UI)
+		mux.Handle("GET /ui", cfg.UI)
+	}
 	return api
 }
 
 // OpenAPI returns the document the daemon serves at /openapi.json.
 func OpenAPI(version string) *huma.OpenAPI {
 	cfg := Config{Version: version}
+	cfg.Catalog = &app.Catalog{} // documents /v1/agents; never called
+	cfg.Files, cfg.Config = &app.Files{}, &app.ConfigStore{}
 	cfg.fill()
 	return register(http.NewServeMux(), &cfg).OpenAPI()
 }

@@ -48,9 +48,14 @@ const usage = `sandbox-agent runs ACP coding agents and exposes them over HTTP.
 Usage:
   sandbox-agent server [flags]          start the daemon (see: server --help)
   sandbox-agent mock-agent-process      run the built-in mock ACP agent on stdio
+  sandbox-agent install-agent <agent>|--all [-r] [--agent-version V] [--agent-process-version V]
+                                        install an agent on this host
+  sandbox-agent api agents list|get|install ...
   sandbox-agent api acp post|stream|close ...
                                         talk to a running daemon
   sandbox-agent openapi [--yaml]        print the OpenAPI document
+  sandbox-agent policy test POLICY CASES
+                                        check an auth policy against request cases
   sandbox-agent --version
 `
 

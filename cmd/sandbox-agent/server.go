@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/inspector"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/process"
 	"github.com/sandbox-agent-go/sandbox-agent/app"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -36,6 +37,9 @@ type serverFlags struct {
 	maxFrame                          int
 	stopGrace                         time.Duration
 	agentsFile                        string
+	fsRoot, fsBackend                 string
+	maxUpload                         int64
+	policy                            policyFlags
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -59,6 +63,10 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.IntVar(&f.maxFrame, "max-frame", 64<<20, "largest line an agent may write to stdout, in bytes")
 	fs.DurationVar(&f.stopGrace, "stop-grace", 3*time.Second, "time between SIGTERM and SIGKILL when stopping an agent")
 	fs.StringVar(&f.agentsFile, "agents-file", "", "JSON file of operator-defined agents: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}")
+	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
+	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
+	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")
+	f.policy.register(fs)
 	aliases(fs, "H", "host", "p", "port", "t", "token", "n", "no-token",
 		"O", "cors-allow-origin", "M", "cors-allow-method", "A", "cors-allow-header", "C", "cors-allow-credentials")
 	if err := fs.Parse(args); err != nil {
@@ -100,8 +108,21 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	wireInstaller(agents, log)
 	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN")}
 	instances := app.NewInstances(opts, runner, agents)
+
+	files, configs, closeFs, err := newFilesystem(f)
+	if err != nil {
+		return err
+	}
+	defer closeFs()
+
+	authz, stopPolicies, err := startPolicies(ctx, f.policy, log)
+	if err != nil {
+		return err
+	}
+	defer stopPolicies()
 
 	handler := httpapi.New(httpapi.Config{
 		Version:    version,
@@ -110,6 +131,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Token:      f.token,
 		CORS:       cors,
 		MaxACPBody: f.maxACPBody,
+		Files:      files,
+		Config:     configs,
+		MaxUpload:  f.maxUpload,
+		UI:         inspector.Handler(),
+		Catalog:    newCatalog(agents, instances),
+		Authorizer: authz,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))

@@ -1,0 +1,11 @@
+// Package fsys holds the filesystem backends of the daemon. The filesystem
+// port is afero.Fs itself; this package only chooses and builds the
+// implementation at start-up:
+//
+//   - NewOS: the host filesystem, unconfined (the reference's behaviour);
+//   - OpenRoot: the host filesystem confined to one directory with os.Root,
+//     so no path, symbolic link or ".." can reach outside it (--fs-root);
+//   - NewMemory: an in-memory filesystem for tests and demos (--fs memory).
+//
+// Every backend passes the contract suite in ports/porttest.
+package fsys

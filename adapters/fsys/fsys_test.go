@@ -1,0 +1,36 @@
+package fsys
+
+import (
+	"testing"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
+)
+
+func TestContractOS(t *testing.T) {
+	porttest.FSContract(t, func(t *testing.T) (afero.Fs, string) {
+		return NewOS(), t.TempDir()
+	})
+}
+
+func TestContractMemory(t *testing.T) {
+	porttest.FSContract(t, func(t *testing.T) (afero.Fs, string) {
+		fsys := NewMemory()
+		if err := fsys.MkdirAll("/work", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return fsys, "/work"
+	})
+}
+
+func TestContractRoot(t *testing.T) {
+	porttest.FSContract(t, func(t *testing.T) (afero.Fs, string) {
+		r, err := OpenRoot(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r, r.Dir()
+	})
+}

@@ -1,0 +1,192 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+// fakeAuthorizer records requests and answers with decide.
+type fakeAuthorizer struct {
+	mu     sync.Mutex
+	seen   []domain.AuthRequest
+	decide func(domain.AuthRequest) (domain.Decision, error)
+}
+
+var _ ports.Authorizer = (*fakeAuthorizer)(nil)
+
+func (f *fakeAuthorizer) Authorize(_ context.Context, req domain.AuthRequest) (domain.Decision, error) {
+	f.mu.Lock()
+	f.seen = append(f.seen, req)
+	f.mu.Unlock()
+	return f.decide(req)
+}
+
+func (f *fakeAuthorizer) requests() []domain.AuthRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]domain.AuthRequest(nil), f.seen...)
+}
+
+func authzServer(t *testing.T, decide func(domain.AuthRequest) (domain.Decision, error)) (*httptest.Server, *fakeAuthorizer) {
+	t.Helper()
+	fa := &fakeAuthorizer{decide: decide}
+	srv := httptest.NewServer(New(Config{
+		Instances:  app.NewInstances(app.DefaultOptions(), nil, nil),
+		Token:      "tok",
+		Authorizer: fa,
+	}))
+	t.Cleanup(srv.Close)
+	return srv, fa
+}
+
+func allowAll(domain.AuthRequest) (domain.Decision, error) { return domain.Decision{Allow: true}, nil }
+
+func send(t *testing.T, srv *httptest.Server, method, target, body string, headers ...string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, srv.URL+target, rd)
+	req.Header.Set("Authorization", "Bearer tok")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAuthorizerSeesRequest(t *testing.T) {
+	srv, fa := authzServer(t, allowAll)
+	if st, body := send(t, srv, "GET", "/v1/health?x=1&x=2", "", "X-Custom", "v"); st != 200 {
+		t.Fatalf("status %d: %s", st, body)
+	}
+	got := fa.requests()
+	if len(got) != 1 {
+		t.Fatalf("authorizer called %d times", len(got))
+	}
+	r := got[0]
+	if r.Method != "GET" || r.Route != "/v1/health" || r.OperationID != "get_v1_health" || r.Path != "/v1/health" ||
+		!reflect.DeepEqual(r.Query, map[string][]string{"x": {"1", "2"}}) || r.RemoteAddr == "" || r.RPC != nil {
+		t.Errorf("request: %+v", r)
+	}
+	if r.Headers["x-custom"][0] != "v" || r.Headers["authorization"][0] != "Bearer tok" || len(r.Headers["host"]) != 1 {
+		t.Errorf("headers: %v", r.Headers)
+	}
+}
+
+// The bearer check runs first: a request without the token never reaches
+// the policies.
+func TestAuthorizerAfterBearer(t *testing.T) {
+	srv, fa := authzServer(t, allowAll)
+	resp, err := http.Get(srv.URL + "/v1/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || len(fa.requests()) != 0 {
+		t.Errorf("status %d, authorizer called %d times", resp.StatusCode, len(fa.requests()))
+	}
+}
+
+func TestDenyIsProblem(t *testing.T) {
+	tests := []struct {
+		name       string
+		decision   domain.Decision
+		err        error
+		wantStatus int
+		wantType   string
+		wantMsg    string
+	}{
+		{"policy status", domain.Decision{Status: 429, Message: "slow down"}, nil, 429, "permission_denied", "slow down"},
+		{"defaults", domain.Decision{Status: 200}, nil, 403, "permission_denied", "denied by policy"},
+		{"authorizer error", domain.Decision{}, errors.New("boom"), 500, "internal", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := authzServer(t, func(domain.AuthRequest) (domain.Decision, error) { return tt.decision, tt.err })
+			st, body := send(t, srv, "GET", "/v1/health", "")
+			var p Problem
+			if err := json.Unmarshal([]byte(body), &p); err != nil {
+				t.Fatalf("%d %s: %v", st, body, err)
+			}
+			if st != tt.wantStatus || p.Type != "urn:sandbox-agent:error:"+tt.wantType {
+				t.Errorf("got %d %s", st, body)
+			}
+			if tt.wantMsg != "" && (p.Detail != "permission denied" || p.Details["message"] != tt.wantMsg) {
+				t.Errorf("body %s, want details.message %q", body, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestACPPostAuthorisedWithRPC(t *testing.T) {
+	srv, fa := authzServer(t, func(r domain.AuthRequest) (domain.Decision, error) {
+		if r.RPC != nil && strings.HasPrefix(r.RPC.Method, "terminal/") {
+			return domain.Decision{Status: 403, Message: "no terminals"}, nil
+		}
+		return domain.Decision{Allow: true}, nil
+	})
+	st, body := send(t, srv, "POST", "/v1/acp/s1?agent=mock", `{"jsonrpc":"2.0","id":7,"method":"terminal/create"}`, "Content-Type", "application/json")
+	if st != 403 || !strings.Contains(body, "no terminals") {
+		t.Errorf("got %d %s", st, body)
+	}
+	got := fa.requests()
+	want := domain.AuthRequest{Method: "POST", Route: "/v1/acp/{server_id}", OperationID: "post_v1_acp", Path: "/v1/acp/s1",
+		ServerID: "s1", Agent: "mock", RPC: &domain.RPCInfo{Kind: "request", ID: "7", Method: "terminal/create"}}
+	if len(got) != 1 {
+		t.Fatalf("authorizer called %d times, want once (in the handler, not the middleware)", len(got))
+	}
+	g := got[0]
+	g.Headers, g.Query, g.RemoteAddr = nil, nil, ""
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("got %+v\nwant %+v", g, want)
+	}
+
+	// A body that is not JSON is refused before any policy runs.
+	if st, _ := send(t, srv, "POST", "/v1/acp/s1?agent=mock", `nope`, "Content-Type", "application/json"); st != 400 || len(fa.requests()) != 1 {
+		t.Errorf("bad body: %d, authorizer called %d times", st, len(fa.requests()))
+	}
+}
+
+// A stream is authorised once, when it opens; a denied one never opens.
+func TestStreamAuthorisedAtOpen(t *testing.T) {
+	srv, fa := authzServer(t, func(r domain.AuthRequest) (domain.Decision, error) {
+		return domain.Decision{Allow: r.ServerID != "secret", Status: 403, Message: "not yours"}, nil
+	})
+	if st, body := send(t, srv, "GET", "/v1/acp/secret", "", "Accept", "text/event-stream"); st != 403 || !strings.Contains(body, "not yours") {
+		t.Errorf("denied stream: %d %s", st, body)
+	}
+	if st, _ := send(t, srv, "GET", "/v1/acp/other", "", "Accept", "text/event-stream"); st != 404 {
+		t.Errorf("allowed stream of an unknown id: %d, want 404 from the handler", st)
+	}
+	if got := fa.requests(); len(got) != 2 || got[1].OperationID != "get_v1_acp" || got[1].ServerID != "other" {
+		t.Errorf("requests: %+v", got)
+	}
+}
+
+// Without an Authorizer the adapter adds no middleware at all.
+func TestNoAuthorizerNoMiddleware(t *testing.T) {
+	api := NewAPI(http.NewServeMux(), "test")
+	useAuthorizer(api, &Config{})
+	if n := len(api.Middlewares()); n != 0 {
+		t.Errorf("%d middlewares installed", n)
+	}
+}

@@ -1,0 +1,330 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// The filesystem routes of api.md section 6. Bodies are streams: GET file
+// is served with http.ServeContent (ranges, conditional requests) straight
+// from the file, PUT file and upload-batch read the request body as it
+// arrives. None of them goes through huma's body reading, which would
+// buffer and cap it.
+
+// Query fields are repeated rather than embedded: huma does not look into
+// embedded structs of unexported types.
+type fsPathInput struct {
+	Path string `query:"path" doc:"File or directory path: absolute, or relative to the home directory (no '..')."`
+}
+
+type fsRawInput struct {
+	rawRequest
+	Path string `query:"path" doc:"File or directory path: absolute, or relative to the home directory (no '..')."`
+}
+
+type fsDeleteInput struct {
+	Path      string `query:"path" doc:"File or directory path: absolute, or relative to the home directory (no '..')."`
+	Recursive bool   `query:"recursive" doc:"Delete a directory and everything in it."`
+}
+
+type fsMoveInput struct {
+	Body struct {
+		_         struct{} `json:"-" additionalProperties:"true"`
+		From      string   `json:"from" doc:"Path to move."`
+		To        string   `json:"to" doc:"New path; its parents are created."`
+		Overwrite *bool    `json:"overwrite,omitempty" doc:"Replace an existing destination."`
+	}
+}
+
+type fsEntriesOutput struct {
+	Body []domain.FSEntry
+}
+
+type fsPathOutput struct {
+	Body struct {
+		Path string `json:"path"`
+	}
+}
+
+type fsMoveOutput struct {
+	Body struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	}
+}
+
+type fsStatOutput struct{ Body domain.FSStat }
+type fsWriteOutput struct{ Body domain.FSWrite }
+type fsUploadOutput struct{ Body domain.FSUpload }
+
+var fsTags = []string{"fs"}
+
+func registerFS(api huma.API, cfg *Config) {
+	files := cfg.Files
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get_v1_fs_entries", Method: http.MethodGet, Path: "/v1/fs/entries",
+		Summary:     "List a directory",
+		Description: "Entries are not followed through symbolic links (lstat). `path` defaults to the home directory.",
+		Tags:        fsTags, Security: bearer,
+	}, func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
+		p := in.Path
+		if p == "" {
+			p = "."
+		}
+		entries, err := files.Entries(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return &fsEntriesOutput{Body: entries}, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
+		Summary:     "Read a file",
+		Description: "Streams the file as application/octet-stream. Supports `Range` (206) and conditional requests.",
+		Tags:        fsTags, Security: bearer,
+		Responses: map[string]*huma.Response{
+			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
+			"206": {Description: "The requested range.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
+		},
+	}, func(ctx context.Context, in *fsRawInput) (*huma.StreamResponse, error) {
+		if err := requirePath(in.Path); err != nil {
+			return nil, err
+		}
+		file, fi, err := files.Open(ctx, in.Path)
+		if err != nil {
+			return nil, err
+		}
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer file.Close()
+			r, w := unwrap(hctx)
+			w.Header().Set("Content-Type", "application/octet-stream")
+			http.ServeContent(&rangeProblems{ResponseWriter: w, ctx: r.Context()}, r, "", fi.ModTime(), file)
+		}}, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "put_v1_fs_file", Method: http.MethodPut, Path: "/v1/fs/file",
+		Summary:     "Write a file",
+		Description: "Streams the body to a temporary file next to the target and renames it into place; parents are created. Answers 413 past --max-upload.",
+		Tags:        fsTags, Security: bearer,
+		RequestBody: rawBody("application/octet-stream"),
+	}, func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
+		if err := requirePath(in.Path); err != nil {
+			return nil, err
+		}
+		body, err := limitBody(in.req, cfg.MaxUpload)
+		if err != nil {
+			return nil, err
+		}
+		res, err := files.Write(ctx, in.Path, body)
+		if err != nil {
+			return nil, err
+		}
+		return &fsWriteOutput{Body: res}, nil
+	})
+	documentBody(api, "/v1/fs/file", http.MethodPut, "application/octet-stream", binarySchema)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "delete_v1_fs_entry", Method: http.MethodDelete, Path: "/v1/fs/entry",
+		Summary:     "Delete a file or directory",
+		Description: "A symbolic link is removed, not its target. A directory that is not empty needs `recursive=true`.",
+		Tags:        fsTags, Security: bearer,
+	}, func(ctx context.Context, in *fsDeleteInput) (*fsPathOutput, error) {
+		if err := requirePath(in.Path); err != nil {
+			return nil, err
+		}
+		p, err := files.Delete(ctx, in.Path, in.Recursive)
+		if err != nil {
+			return nil, err
+		}
+		out := &fsPathOutput{}
+		out.Body.Path = p
+		return out, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "post_v1_fs_mkdir", Method: http.MethodPost, Path: "/v1/fs/mkdir",
+		Summary: "Create a directory and its parents", Tags: fsTags, Security: bearer,
+	}, func(ctx context.Context, in *fsPathInput) (*fsPathOutput, error) {
+		if err := requirePath(in.Path); err != nil {
+			return nil, err
+		}
+		p, err := files.Mkdir(ctx, in.Path)
+		if err != nil {
+			return nil, err
+		}
+		out := &fsPathOutput{}
+		out.Body.Path = p
+		return out, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "post_v1_fs_move", Method: http.MethodPost, Path: "/v1/fs/move",
+		Summary:     "Move or rename a file or directory",
+		Description: "An existing destination is replaced only with `overwrite: true`.",
+		Tags:        fsTags, Security: bearer,
+	}, func(ctx context.Context, in *fsMoveInput) (*fsMoveOutput, error) {
+		from, to, err := files.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite != nil && *in.Body.Overwrite)
+		if err != nil {
+			return nil, err
+		}
+		out := &fsMoveOutput{}
+		out.Body.From, out.Body.To = from, to
+		return out, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get_v1_fs_stat", Method: http.MethodGet, Path: "/v1/fs/stat",
+		Summary: "Describe a path (following symbolic links)", Tags: fsTags, Security: bearer,
+	}, func(ctx context.Context, in *fsPathInput) (*fsStatOutput, error) {
+		if err := requirePath(in.Path); err != nil {
+			return nil, err
+		}
+		st, err := files.Stat(ctx, in.Path)
+		if err != nil {
+			return nil, err
+		}
+		return &fsStatOutput{Body: st}, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "post_v1_fs_upload_batch", Method: http.MethodPost, Path: "/v1/fs/upload-batch",
+		Summary:     "Extract a tar archive into a directory",
+		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into `path` (default: the home directory). Entries leaving the directory are refused. At most 1024 paths are listed; `truncated` says more were written.",
+		Tags:        fsTags, Security: bearer,
+		RequestBody: rawBody("application/x-tar"),
+	}, func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
+		if !strings.HasPrefix(strings.TrimSpace(in.req.Header.Get("Content-Type")), "application/x-tar") {
+			return nil, invalid("content-type must be application/x-tar")
+		}
+		body, err := limitBody(in.req, cfg.MaxUpload)
+		if err != nil {
+			return nil, err
+		}
+		res, err := files.Upload(ctx, in.Path, body)
+		if err != nil {
+			return nil, err
+		}
+		return &fsUploadOutput{Body: res}, nil
+	})
+	documentBody(api, "/v1/fs/upload-batch", http.MethodPost, "application/x-tar", binarySchema)
+
+	requiredInDocument(api, "path",
+		"/v1/fs/file", "/v1/fs/entry", "/v1/fs/mkdir", "/v1/fs/stat")
+}
+
+var binarySchema = &huma.Schema{Type: "string", Format: "binary"}
+
+// requirePath answers a missing path with 400, as for any malformed query;
+// huma's own check would answer 422.
+func requirePath(p string) error {
+	if p == "" {
+		return invalid("missing required 'path' query parameter")
+	}
+	return nil
+}
+
+// requiredInDocument marks a query parameter required in the document of
+// every operation on the given paths. The handlers check it themselves, so
+// a missing value gets the contract's 400.
+func requiredInDocument(api huma.API, name string, paths ...string) {
+	for _, p := range paths {
+		item := api.OpenAPI().Paths[p]
+		if item == nil {
+			continue
+		}
+		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete} {
+			if op == nil {
+				continue
+			}
+			for _, param := range op.Parameters {
+				if param.Name == name && param.In == "query" {
+					param.Required = true
+				}
+			}
+		}
+	}
+}
+
+// limitBody returns the request body, bounded by limit bytes when limit is
+// positive: a declared length over it is refused at once, and a body that
+// grows past it fails the read with payload_too_large.
+func limitBody(r *http.Request, limit int64) (io.Reader, error) {
+	if limit <= 0 {
+		return r.Body, nil
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	return &limitedBody{r: r.Body, left: limit, limit: limit}, nil
+}
+
+type limitedBody struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, tooLarge(l.limit)
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, tooLarge(l.limit)
+	}
+	return n, err
+}
+
+// rangeProblems turns the 416 that http.ServeContent writes as text/plain
+// into a problem, keeping its Content-Range header.
+type rangeProblems struct {
+	http.ResponseWriter
+	ctx     context.Context
+	swallow bool
+}
+
+func (w *rangeProblems) WriteHeader(code int) {
+	if code != http.StatusRequestedRangeNotSatisfiable {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.swallow = true
+	h := w.Header()
+	h.Del("X-Content-Type-Options")
+	p := problemFor(w.ctx, &domain.Error{Kind: domain.KindInvalidRequest, Msg: "requested range not satisfiable", Status: code})
+	body := p.body()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.ResponseWriter.WriteHeader(code)
+	_, _ = w.ResponseWriter.Write(body)
+}
+
+func (w *rangeProblems) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps the sendfile path of the underlying writer.
+func (w *rangeProblems) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok && !w.swallow {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{w}, r)
+}
+
+func (w *rangeProblems) Unwrap() http.ResponseWriter { return w.ResponseWriter }

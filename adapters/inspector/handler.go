@@ -1,0 +1,120 @@
+package inspector
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+//go:embed ui
+var files embed.FS
+
+// contentTypes is fixed here rather than taken from mime.TypeByExtension,
+// which consults the host's mime.types and may, for example, call .js
+// "application/x-javascript"; browsers refuse modules served like that.
+var contentTypes = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".svg":  "image/svg+xml",
+	".json": "application/json",
+	".png":  "image/png",
+	".ico":  "image/x-icon",
+}
+
+// csp keeps the page to its own origin: it only ever talks to the daemon
+// that served it. blob: and data: cover file previews and downloads.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
+	"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+
+// asset is one embedded file, read once at start-up.
+type asset struct {
+	name, contentType, etag string
+	body                    []byte
+}
+
+// Handler serves the inspector: /ui redirects to /ui/, /ui/ and every
+// /ui/<path> that is not an embedded file serve index.html (the page routes
+// on the client side). Only GET and HEAD are answered.
+func Handler() http.Handler {
+	assets, err := load(files)
+	if err != nil {
+		panic("inspector: embedded files: " + err.Error()) // a build defect, caught by the tests
+	}
+	return &handler{assets: assets, index: assets["index.html"]}
+}
+
+type handler struct {
+	assets map[string]*asset
+	index  *asset
+}
+
+func load(fsys fs.FS) (map[string]*asset, error) {
+	sub, err := fs.Sub(fsys, "ui")
+	if err != nil {
+		return nil, err
+	}
+	assets := map[string]*asset{}
+	err = fs.WalkDir(sub, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(sub, p)
+		if err != nil {
+			return err
+		}
+		ct, ok := contentTypes[path.Ext(p)]
+		if !ok {
+			ct = "application/octet-stream"
+		}
+		sum := sha256.Sum256(b)
+		assets[p] = &asset{name: p, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, body: b}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if assets["index.html"] == nil {
+		return nil, fs.ErrNotExist
+	}
+	return assets, nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.URL.Path == "/ui" {
+		target := "/ui/"
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, target, http.StatusMovedPermanently)
+		return
+	}
+	// Lookup is by exact name in a map of embedded files, so no request
+	// path, however spelled, can reach anything else.
+	name := strings.TrimPrefix(r.URL.Path, "/ui/")
+	a := h.assets[name]
+	if a == nil {
+		a = h.index
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", a.contentType)
+	hdr.Set("ETag", a.etag)
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	if a == h.index {
+		hdr.Set("Content-Security-Policy", csp)
+	}
+	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.body))
+}

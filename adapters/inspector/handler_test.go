@@ -1,0 +1,148 @@
+package inspector
+
+import (
+	"bufio"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func serve(t *testing.T, method, target string, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, "http://daemon"+target, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+func TestContentTypes(t *testing.T) {
+	tests := []struct {
+		path, wantType, wantIn string
+	}{
+		{"/ui/", "text/html; charset=utf-8", "<title>Sandbox Agent inspector</title>"},
+		{"/ui/index.html", "text/html; charset=utf-8", `src="/ui/js/main.js"`},
+		{"/ui/style.css", "text/css; charset=utf-8", ":root"},
+		{"/ui/js/main.js", "text/javascript; charset=utf-8", "import"},
+		{"/ui/js/sse.js", "text/javascript; charset=utf-8", "Last-Event-ID"},
+		{"/ui/favicon.svg", "image/svg+xml", "<svg"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			rec := serve(t, http.MethodGet, tt.path)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status = %d, want 200", rec.Code)
+			}
+			if got := rec.Header().Get("Content-Type"); got != tt.wantType {
+				t.Errorf("Content-Type = %q, want %q", got, tt.wantType)
+			}
+			if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("X-Content-Type-Options = %q, want nosniff", got)
+			}
+			if !strings.Contains(rec.Body.String(), tt.wantIn) {
+				t.Errorf("body does not contain %q", tt.wantIn)
+			}
+		})
+	}
+}
+
+// TestEveryAssetReferenced checks that each module the page imports is
+// embedded, so a renamed file cannot silently turn into index.html.
+func TestEveryAssetReferenced(t *testing.T) {
+	assets, err := load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range assets {
+		if !strings.HasSuffix(name, ".js") {
+			continue
+		}
+		sc := bufio.NewScanner(strings.NewReader(string(a.body)))
+		for sc.Scan() {
+			line := sc.Text()
+			i := strings.Index(line, `from "./`)
+			if !strings.HasPrefix(line, "import") || i < 0 {
+				continue
+			}
+			dep := line[i+len(`from "./`):]
+			dep = "js/" + dep[:strings.IndexByte(dep, '"')]
+			if assets[dep] == nil {
+				t.Errorf("%s imports %s, which is not embedded", name, dep)
+			}
+		}
+	}
+}
+
+func TestSPAFallback(t *testing.T) {
+	index := serve(t, http.MethodGet, "/ui/").Body.String()
+	for _, p := range []string{"/ui/sessions", "/ui/files/some/deep/path", "/ui/js", "/ui/js/missing.js", "/ui/agents?x=1"} {
+		t.Run(p, func(t *testing.T) {
+			rec := serve(t, http.MethodGet, p)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status = %d, want 200", rec.Code)
+			}
+			if got := rec.Header().Get("Content-Type"); got != "text/html; charset=utf-8" {
+				t.Errorf("Content-Type = %q, want text/html", got)
+			}
+			if rec.Body.String() != index {
+				t.Errorf("body is not index.html")
+			}
+		})
+	}
+}
+
+// TestNoPathEscape sends paths that would leave the ui directory if they
+// were joined onto a file system path; each must answer index.html.
+func TestNoPathEscape(t *testing.T) {
+	index := serve(t, http.MethodGet, "/ui/").Body.String()
+	for _, p := range []string{
+		"/ui/../handler.go", "/ui/../../go.mod", "/ui/%2e%2e/handler.go", "/ui/js/../../handler.go",
+		"/ui/..%2fhandler.go", "/ui//etc/passwd", "/ui/./index.html/../../doc.go", "/ui/ui/index.html",
+	} {
+		t.Run(p, func(t *testing.T) {
+			rec := serve(t, http.MethodGet, p)
+			if rec.Code != http.StatusOK || rec.Body.String() != index {
+				t.Errorf("status %d, body %.60q: want index.html", rec.Code, rec.Body.String())
+			}
+			if strings.Contains(rec.Body.String(), "package inspector") || strings.Contains(rec.Body.String(), "module ") {
+				t.Errorf("served a source file")
+			}
+		})
+	}
+}
+
+func TestRedirect(t *testing.T) {
+	tests := map[string]string{"/ui": "/ui/", "/ui?token=abc": "/ui/?token=abc"}
+	for in, want := range tests {
+		rec := serve(t, http.MethodGet, in)
+		if rec.Code != http.StatusMovedPermanently {
+			t.Errorf("GET %s: status = %d, want 301", in, rec.Code)
+		}
+		if got := rec.Header().Get("Location"); got != want {
+			t.Errorf("GET %s: Location = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMethodsAndCaching(t *testing.T) {
+	if rec := serve(t, http.MethodPost, "/ui/"); rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST: status %d Allow %q, want 405 with Allow: GET, HEAD", rec.Code, rec.Header().Get("Allow"))
+	}
+	head := serve(t, http.MethodHead, "/ui/style.css")
+	if head.Code != http.StatusOK || head.Body.Len() != 0 || head.Header().Get("Content-Type") != "text/css; charset=utf-8" {
+		t.Errorf("HEAD: status %d, %d body bytes, type %q", head.Code, head.Body.Len(), head.Header().Get("Content-Type"))
+	}
+	etag := head.Header().Get("ETag")
+	if etag == "" {
+		t.Fatal("no ETag")
+	}
+	if rec := serve(t, http.MethodGet, "/ui/style.css", "If-None-Match", etag); rec.Code != http.StatusNotModified {
+		t.Errorf("If-None-Match: status = %d, want 304", rec.Code)
+	}
+	if csp := serve(t, http.MethodGet, "/ui/").Header().Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self'") {
+		t.Errorf("index.html CSP = %q", csp)
+	}
+}

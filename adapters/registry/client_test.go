@@ -1,0 +1,88 @@
+package registry
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
+)
+
+func TestRegistryContract(t *testing.T) {
+	porttest.RegistryContract(t, func(t *testing.T, doc []byte) ports.Registry {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(doc)
+		}))
+		t.Cleanup(srv.Close)
+		return New(srv.URL + "/registry.json")
+	})
+}
+
+func TestDownloaderContract(t *testing.T) {
+	porttest.DownloaderContract(t, func(t *testing.T, files map[string][]byte) (ports.Downloader, func(string) string) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, ok := files[strings.TrimPrefix(r.URL.Path, "/")]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			_, _ = w.Write(b)
+		}))
+		t.Cleanup(srv.Close)
+		return New(""), func(name string) string { return srv.URL + "/" + name }
+	})
+}
+
+// An unreachable registry is an error naming its URL, not a hang.
+func TestFetchUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/registry.json"
+	ln.Close()
+	_, err = New(url).Fetch(context.Background())
+	if err == nil || !strings.Contains(err.Error(), url) {
+		t.Fatalf("err = %v, want one naming %s", err, url)
+	}
+}
+
+func TestFetchHTTPError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "gone", http.StatusGone)
+	}))
+	defer srv.Close()
+	_, err := New(srv.URL).Fetch(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "410") || !strings.Contains(err.Error(), srv.URL) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A body that stops arriving ends the download with a clear error.
+func TestDownloadStall(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		_, _ = w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c := New("")
+	c.StallTimeout = 100 * time.Millisecond
+	_, err := c.Download(context.Background(), srv.URL+"/x", io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no data for") {
+		t.Fatalf("err = %v, want a stall error", err)
+	}
+}

@@ -1,0 +1,246 @@
+package app
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// catalogReference is GET /v1/agents?config=true of the reference 0.4.2:
+// the source of the known agents' capabilities and configOptions.
+//
+//go:embed catalog_reference.json
+var catalogReference []byte
+
+type referenceAgent struct {
+	ID            string              `json:"id"`
+	Capabilities  domain.Capabilities `json:"capabilities"`
+	ConfigOptions json.RawMessage     `json:"configOptions"`
+}
+
+var reference = func() map[string]referenceAgent {
+	var doc struct {
+		Agents []referenceAgent `json:"agents"`
+	}
+	if err := json.Unmarshal(catalogReference, &doc); err != nil {
+		panic("app: embedded catalog_reference.json: " + err.Error())
+	}
+	out := map[string]referenceAgent{}
+	for _, a := range doc.Agents {
+		out[a.ID] = a
+	}
+	return out
+}()
+
+// Catalog answers GET /v1/agents: what agents exist, whether they are
+// installed, have credentials and run, and (on request) their version,
+// path and config options.
+type Catalog struct {
+	Agents *Agents
+	// Running reports the oldest running instance per agent
+	// (Instances.RunningSince); nil means none run.
+	Running func() map[string]time.Time
+	// Getenv reads the daemon's environment; Home is $HOME. Both feed the
+	// credential checks.
+	Getenv func(string) string
+	Home   string
+	Now    func() time.Time
+
+	mu       sync.Mutex
+	versions map[string]versionInfo // agent → probed version and path
+}
+
+type versionInfo struct{ version, path string }
+
+// CatalogQuery are the query options of the listing.
+type CatalogQuery struct {
+	Config  bool // include version, path and configOptions
+	NoCache bool // probe versions again
+}
+
+// List describes the known agents in the reference's order, then the
+// operator's, then any other installed agent (by id).
+func (c *Catalog) List(ctx context.Context, q CatalogQuery) []domain.AgentInfo {
+	ids := append([]string{}, domain.KnownAgents...)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		seen[id] = true
+	}
+	for _, op := range c.Agents.Operator {
+		if !seen[op.ID] {
+			ids = append(ids, op.ID)
+			seen[op.ID] = true
+		}
+	}
+	var extra []string
+	if entries, err := afero.ReadDir(c.Agents.Fs, filepath.Join(c.Agents.InstallDir, "agent_processes")); err == nil {
+		for _, e := range entries {
+			id, ok := strings.CutSuffix(e.Name(), "-acp")
+			if ok && !e.IsDir() && domain.ValidAgentID(id) && !seen[id] {
+				extra = append(extra, id)
+				seen[id] = true
+			}
+		}
+	}
+	sort.Strings(extra)
+	ids = append(ids, extra...)
+	running := c.running()
+	out := make([]domain.AgentInfo, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, c.info(ctx, id, q, running))
+	}
+	return out
+}
+
+// Get describes one agent: a known, operator-defined or installed one, or
+// one the ACP registry lists. Anything else is unsupported_agent.
+func (c *Catalog) Get(ctx context.Context, id string, q CatalogQuery) (domain.AgentInfo, error) {
+	if !c.exists(ctx, id) {
+		return domain.AgentInfo{}, unsupportedAgent(id)
+	}
+	return c.info(ctx, id, q, c.running()), nil
+}
+
+// Install installs an agent and forgets its cached version.
+func (c *Catalog) Install(ctx context.Context, id string, opts domain.InstallOptions) (domain.InstallResult, error) {
+	res, err := c.Agents.Install(ctx, id, opts)
+	c.mu.Lock()
+	delete(c.versions, id)
+	c.mu.Unlock()
+	return res, err
+}
+
+func (c *Catalog) exists(ctx context.Context, id string) bool {
+	if !domain.ValidAgentID(id) {
+		return false
+	}
+	if domain.IsKnownAgent(id) || isFile(c.Agents.Fs, c.Agents.LauncherPath(id)) {
+		return true
+	}
+	if _, ok := c.Agents.operator(id); ok {
+		return true
+	}
+	if c.Agents.Installer != nil {
+		// Describing an agent should not wait long on a slow registry.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		listed, err := c.Agents.Installer.Listed(ctx, id)
+		return err == nil && listed
+	}
+	return false
+}
+
+func (c *Catalog) running() map[string]time.Time {
+	if c.Running == nil {
+		return nil
+	}
+	return c.Running()
+}
+
+func (c *Catalog) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Catalog) info(ctx context.Context, id string, q CatalogQuery, running map[string]time.Time) domain.AgentInfo {
+	ref, known := reference[id]
+	info := domain.AgentInfo{
+		ID:                   id,
+		Installed:            c.Agents.Installed(id),
+		CredentialsAvailable: c.credentials(id),
+		Capabilities:         ref.Capabilities,
+	}
+	if t, ok := running[id]; ok {
+		up := c.now().Sub(t).Milliseconds()
+		if up < 0 {
+			up = 0
+		}
+		info.ServerStatus = &domain.ServerStatus{Status: "running", UptimeMs: up}
+	}
+	if q.Config {
+		v := c.version(ctx, id, q.NoCache)
+		info.Version, info.Path = v.version, v.path
+		if known && len(ref.ConfigOptions) > 0 && string(ref.ConfigOptions) != "null" {
+			info.ConfigOptions = ref.ConfigOptions
+		}
+	}
+	return info
+}
+
+// credentials reports whether an agent's usual credentials are present:
+// its environment variables or credential files. Agents that handle their
+// own auth, and agents we do not know, count as having them.
+func (c *Catalog) credentials(id string) bool {
+	recipe, known := domain.Recipes[id]
+	if !known || recipe.AlwaysCredentials {
+		return true
+	}
+	if c.Getenv != nil {
+		for _, k := range recipe.CredentialEnv {
+			if strings.TrimSpace(c.Getenv(k)) != "" {
+				return true
+			}
+		}
+	}
+	if c.Home != "" {
+		for _, f := range recipe.CredentialFiles {
+			if fi, err := c.Agents.Fs.Stat(filepath.Join(c.Home, filepath.FromSlash(f))); err == nil && !fi.IsDir() && fi.Size() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// version finds an agent's binary and asks it for its version, caching the
+// answer until an install or a no_cache query.
+func (c *Catalog) version(ctx context.Context, id string, noCache bool) versionInfo {
+	c.mu.Lock()
+	v, ok := c.versions[id]
+	c.mu.Unlock()
+	if ok && !noCache {
+		return v
+	}
+	v = c.probe(ctx, id)
+	c.mu.Lock()
+	if c.versions == nil {
+		c.versions = map[string]versionInfo{}
+	}
+	c.versions[id] = v
+	c.mu.Unlock()
+	return v
+}
+
+func (c *Catalog) probe(ctx context.Context, id string) versionInfo {
+	a, in := c.Agents, c.Agents.Installer
+	switch {
+	case id == domain.MockAgent && !isFile(a.Fs, a.LauncherPath(id)):
+		return versionInfo{version: "builtin", path: filepath.Join(a.InstallDir, domain.MockAgent)}
+	case in == nil:
+		return versionInfo{}
+	}
+	if p, _, ok := in.NativePath(id); ok {
+		return versionInfo{version: in.Version(ctx, p), path: p}
+	}
+	if op, ok := a.operator(id); ok && !isFile(a.Fs, a.LauncherPath(id)) {
+		return versionInfo{path: op.Command}
+	}
+	if isFile(a.Fs, a.LauncherPath(id)) {
+		return versionInfo{version: in.AgentProcessVersion(id), path: a.LauncherPath(id)}
+	}
+	if p, _, ok := a.onPath(id); ok {
+		return versionInfo{version: in.Version(ctx, p), path: p}
+	}
+	return versionInfo{}
+}

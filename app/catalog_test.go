@@ -1,0 +1,167 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+func newCatalogRig(t *testing.T, env map[string]string) (*Catalog, *installRig) {
+	r := newRig(t, npxRegistry)
+	now := time.Unix(1000, 0)
+	c := &Catalog{
+		Agents: rigAgents(r),
+		Getenv: func(k string) string { return env[k] },
+		Home:   "/home/u",
+		Now:    func() time.Time { return now },
+		Running: func() map[string]time.Time {
+			return map[string]time.Time{"codex": now.Add(-1500 * time.Millisecond)}
+		},
+	}
+	return c, r
+}
+
+func TestCatalogMatchesReference(t *testing.T) {
+	c, _ := newCatalogRig(t, nil)
+	got := c.List(context.Background(), CatalogQuery{})
+	var ref struct {
+		Agents []map[string]any `json:"agents"`
+	}
+	if err := json.Unmarshal(catalogReference, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range ref.Agents {
+		g := got[i]
+		if g.ID != want["id"] {
+			t.Fatalf("agent %d = %s, want %s", i, g.ID, want["id"])
+		}
+		b, _ := json.Marshal(g.Capabilities)
+		wantCaps, _ := json.Marshal(want["capabilities"])
+		var a, w map[string]bool
+		json.Unmarshal(b, &a)
+		json.Unmarshal(wantCaps, &w)
+		if len(a) != 18 || len(w) != 18 {
+			t.Fatalf("%s: %d capabilities, reference %d", g.ID, len(a), len(w))
+		}
+		for k, v := range w {
+			if a[k] != v {
+				t.Errorf("%s.%s = %v, reference %v", g.ID, k, a[k], v)
+			}
+		}
+		if g.CredentialsAvailable != want["credentialsAvailable"] {
+			t.Errorf("%s credentialsAvailable = %v, reference %v (no credentials anywhere)", g.ID, g.CredentialsAvailable, want["credentialsAvailable"])
+		}
+		if g.Installed {
+			t.Errorf("%s installed on an empty disk", g.ID)
+		}
+		if g.ConfigOptions != nil || g.Version != "" || g.Path != "" {
+			t.Errorf("%s has config fields without config=true", g.ID)
+		}
+	}
+	// The operator's agent comes after the known ones.
+	if len(got) != 8 || got[7].ID != "ops" {
+		t.Fatalf("ids = %v", ids(got))
+	}
+}
+
+func ids(infos []domain.AgentInfo) []string {
+	var out []string
+	for _, i := range infos {
+		out = append(out, i.ID)
+	}
+	return out
+}
+
+func TestCatalogServerStatus(t *testing.T) {
+	c, _ := newCatalogRig(t, nil)
+	got := c.List(context.Background(), CatalogQuery{})
+	if s := got[1].ServerStatus; s == nil || s.Status != "running" || s.UptimeMs != 1500 {
+		t.Errorf("codex serverStatus = %+v", s)
+	}
+	if got[0].ServerStatus != nil {
+		t.Errorf("claude serverStatus = %+v, want none", got[0].ServerStatus)
+	}
+	b, _ := json.Marshal(got[0])
+	if strings.Contains(string(b), "serverStatus") || strings.Contains(string(b), "version") {
+		t.Errorf("absent optionals are not omitted: %s", b)
+	}
+}
+
+func TestCatalogCredentials(t *testing.T) {
+	c, r := newCatalogRig(t, map[string]string{"OPENAI_API_KEY": "sk-x"})
+	creds := map[string]bool{}
+	for _, i := range c.List(context.Background(), CatalogQuery{}) {
+		creds[i.ID] = i.CredentialsAvailable
+	}
+	if creds["claude"] || !creds["codex"] || !creds["opencode"] || creds["amp"] || !creds["mock"] {
+		t.Errorf("with OPENAI_API_KEY: %v", creds)
+	}
+	if err := afero.WriteFile(r.fs, "/home/u/.claude/.credentials.json", []byte(`{"x":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := c.Get(context.Background(), "claude", CatalogQuery{}); !info.CredentialsAvailable {
+		t.Error("claude credentials file not seen")
+	}
+}
+
+func TestCatalogConfig(t *testing.T) {
+	c, r := newCatalogRig(t, nil)
+	ctx := context.Background()
+	mock, err := c.Get(ctx, "mock", CatalogQuery{Config: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mock.Version != "builtin" || mock.Path != testDir+"/mock" || len(mock.ConfigOptions) == 0 {
+		t.Errorf("mock = %+v", mock)
+	}
+	var opts []map[string]any
+	if err := json.Unmarshal(mock.ConfigOptions, &opts); err != nil || len(opts) != 3 || opts[0]["id"] != "model" {
+		t.Errorf("mock configOptions = %s", mock.ConfigOptions)
+	}
+
+	// After an install the version and path come from the install.
+	if _, err := c.Install(ctx, "claude", domain.InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claude, _ := c.Get(ctx, "claude", CatalogQuery{Config: true})
+	if !claude.Installed || claude.Path != testDir+"/agent_processes/claude-acp" || claude.Version != "0.30.1" {
+		t.Errorf("claude after install = %+v", claude)
+	}
+	// A native binary is probed with --version (cached until no_cache).
+	if err := afero.WriteFile(r.fs, testDir+"/claude", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if claude, _ = c.Get(ctx, "claude", CatalogQuery{Config: true}); claude.Path != testDir+"/agent_processes/claude-acp" {
+		t.Errorf("cached path = %q", claude.Path)
+	}
+	if claude, _ = c.Get(ctx, "claude", CatalogQuery{Config: true, NoCache: true}); claude.Path != testDir+"/claude" || claude.Version != "1.0.7" {
+		t.Errorf("claude with native = %+v", claude)
+	}
+}
+
+func TestCatalogGet(t *testing.T) {
+	c, _ := newCatalogRig(t, nil)
+	ctx := context.Background()
+	if _, err := c.Get(ctx, "nobody", CatalogQuery{}); !domain.IsKind(err, domain.KindUnsupportedAgent) {
+		t.Errorf("nobody: %v", err)
+	}
+	// Listed in the registry: described, not installed.
+	info, err := c.Get(ctx, "new-agent", CatalogQuery{})
+	if err != nil || info.Installed || info.ID != "new-agent" {
+		t.Errorf("new-agent = %+v, %v", info, err)
+	}
+	// Installed registry agents appear in the listing after the operator's.
+	if _, err := c.Install(ctx, "new-agent", domain.InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := ids(c.List(ctx, CatalogQuery{}))
+	if got[len(got)-1] != "new-agent" || got[len(got)-2] != "ops" {
+		t.Errorf("ids = %v", got)
+	}
+}

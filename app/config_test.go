@@ -1,0 +1,177 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+func newConfigStore(t *testing.T) *ConfigStore {
+	t.Helper()
+	fsys := afero.NewMemMapFs()
+	if err := fsys.MkdirAll("/work/proj", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &ConfigStore{Fs: fsys, Base: "/work"}
+}
+
+func mustMCP(t *testing.T, doc string) domain.MCPServerConfig {
+	t.Helper()
+	c, err := domain.ParseMCPServerConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestConfigMCP(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+
+	_, err := s.MCP(ctx, "/work/proj", "github")
+	wantErr(t, err, domain.KindSessionNotFound, "mcp:github")
+	if e, _ := domain.AsError(err); e.SessionID != "mcp:github" {
+		t.Fatalf("sessionId = %q", e.SessionID)
+	}
+
+	if err := s.SetMCP(ctx, "/work/proj", "github", mustMCP(t, `{"type":"http","url":"https://gh","bearer_token_env_var":"T"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// A relative directory resolves against Base: the same file.
+	if err := s.SetMCP(ctx, "proj", "local", mustMCP(t, `{"type":"stdio","command":"npx","environment":{"K":"V"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.MCP(ctx, "proj/", "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := got.MarshalJSON(); string(b) != `{"type":"remote","url":"https://gh","bearerTokenEnvVar":"T"}` {
+		t.Fatalf("get = %s", b)
+	}
+
+	file := readAll(t, s.Fs, "/work/proj/.sandbox-agent/config/mcp.json")
+	want := `{
+  "github": {
+    "type": "remote",
+    "url": "https://gh",
+    "bearerTokenEnvVar": "T"
+  },
+  "local": {
+    "type": "local",
+    "command": "npx",
+    "args": [],
+    "env": {
+      "K": "V"
+    }
+  }
+}`
+	if file != want {
+		t.Fatalf("file:\n%s\nwant:\n%s", file, want)
+	}
+	entries, _ := afero.ReadDir(s.Fs, "/work/proj/.sandbox-agent/config")
+	if len(entries) != 1 {
+		t.Fatalf("config dir holds %d files (temporary files left?)", len(entries))
+	}
+
+	if err := s.DeleteMCP(ctx, "/work/proj", "github"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.MCP(ctx, "/work/proj", "github")
+	wantErr(t, err, domain.KindSessionNotFound, "mcp:github")
+	if _, err := s.MCP(ctx, "/work/proj", "local"); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting what is not there succeeds and creates nothing.
+	if err := s.DeleteMCP(ctx, "/work/none", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := afero.Exists(s.Fs, "/work/none"); ok {
+		t.Fatal("delete of a missing entry created files")
+	}
+}
+
+func TestConfigSkills(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	c, err := domain.ParseSkillsConfig([]byte(`{"sources":[{"type":"github","source":"o/r","ref":"main"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSkills(ctx, "/work/proj", "mine", c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Skills(ctx, "/work/proj", "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := got.MarshalJSON(); string(b) != `{"sources":[{"type":"github","source":"o/r","ref":"main"}]}` {
+		t.Fatalf("get = %s", b)
+	}
+	_, err = s.Skills(ctx, "/work/proj", "other")
+	wantErr(t, err, domain.KindSessionNotFound, "skills:other")
+	if err := s.DeleteSkills(ctx, "/work/proj", "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, s.Fs, "/work/proj/.sandbox-agent/config/skills.json"); got != "{}" {
+		t.Fatalf("after delete: %q", got)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	for _, tt := range []struct{ dir, name, msg string }{
+		{"", "x", "missing required 'directory' query parameter"},
+		{"  ", "x", "missing required 'directory' query parameter"},
+		{"/work", "", "missing required 'mcpName' query parameter"},
+		{"/work", " \t", "missing required 'mcpName' query parameter"},
+		{"/wo\x00rk", "x", "NUL"},
+	} {
+		_, err := s.MCP(ctx, tt.dir, tt.name)
+		wantErr(t, err, domain.KindInvalidRequest, tt.msg)
+	}
+	_, err := s.Skills(ctx, "/work", "")
+	wantErr(t, err, domain.KindInvalidRequest, "missing required 'skillName' query parameter")
+
+	if err := afero.WriteFile(s.Fs, "/work/proj/.sandbox-agent/config/mcp.json", []byte(`{"x":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.MCP(ctx, "/work/proj", "x")
+	wantErr(t, err, domain.KindInvalidRequest, "invalid config file /work/proj/.sandbox-agent/config/mcp.json")
+	err = s.SetMCP(ctx, "/work/proj", "y", mustMCP(t, `{"type":"local","command":"c"}`))
+	wantErr(t, err, domain.KindInvalidRequest, "invalid config file")
+
+	// A blank file is an empty map.
+	if err := afero.WriteFile(s.Fs, "/work/proj/.sandbox-agent/config/mcp.json", []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.MCP(ctx, "/work/proj", "x")
+	wantErr(t, err, domain.KindSessionNotFound, "mcp:x")
+}
+
+// TestConfigConcurrentWrites checks that read-modify-write cycles do not
+// lose each other's entries.
+func TestConfigConcurrentWrites(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			c := mustMCP(t, fmt.Sprintf(`{"type":"local","command":"c%d"}`, i))
+			if err := s.SetMCP(ctx, "/work/proj", fmt.Sprintf("n%02d", i), c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	file := readAll(t, s.Fs, "/work/proj/.sandbox-agent/config/mcp.json")
+	if n := strings.Count(file, `"type": "local"`); n != 16 {
+		t.Fatalf("%d entries survived:\n%s", n, file)
+	}
+}

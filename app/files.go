@@ -1,0 +1,445 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"sync"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// Files is the filesystem use case behind /v1/fs/* (api.md section 6).
+//
+// Paths from clients are resolved by domain.ResolveFSPath against Home and
+// then handed to Fs, which decides what they can reach: the host (the
+// reference's behaviour), a directory confined with os.Root (--fs-root,
+// where Home is that directory), or memory. Bodies are streamed in both
+// directions; whole files are written to a temporary file next to the
+// target and renamed into place, so readers never see half a file.
+//
+// Files is safe for concurrent use; concurrent writers of one path race as
+// renames do: the last one wins, and each result is a whole file.
+type Files struct {
+	Fs   afero.Fs
+	Home string
+}
+
+// Resolve turns a client path into the absolute path used on Fs.
+func (f *Files) Resolve(p string) (string, error) {
+	abs, err := domain.ResolveFSPath(f.Home, p)
+	if err != nil {
+		return "", domain.InvalidRequest("%s", err.Error())
+	}
+	return abs, nil
+}
+
+// Entries lists a directory without following links (api.md: lstat), sorted
+// by name.
+func (f *Files) Entries(ctx context.Context, p string) ([]domain.FSEntry, error) {
+	target, err := f.Resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Fs.Stat(target)
+	if err != nil {
+		return nil, fsError(target, err)
+	}
+	if !fi.IsDir() {
+		return nil, domain.InvalidRequest("path is not a directory: %s", target)
+	}
+	dir, err := f.Fs.Open(target)
+	if err != nil {
+		return nil, fsError(target, err)
+	}
+	defer dir.Close()
+	infos, err := dir.Readdir(-1)
+	if err != nil {
+		return nil, fsError(target, err)
+	}
+	out := make([]domain.FSEntry, 0, len(infos))
+	for _, fi := range infos {
+		out = append(out, domain.FSEntry{
+			Name:      fi.Name(),
+			Path:      path.Join(target, fi.Name()),
+			EntryType: entryType(fi),
+			Size:      fi.Size(),
+			Modified:  modified(fi),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, ctx.Err()
+}
+
+// Stat describes a path, following links.
+func (f *Files) Stat(ctx context.Context, p string) (domain.FSStat, error) {
+	target, err := f.Resolve(p)
+	if err != nil {
+		return domain.FSStat{}, err
+	}
+	fi, err := f.Fs.Stat(target)
+	if err != nil {
+		return domain.FSStat{}, fsError(target, err)
+	}
+	return domain.FSStat{Path: target, EntryType: entryType(fi), Size: fi.Size(), Modified: modified(fi)}, nil
+}
+
+// Open opens a regular file for reading. The caller closes the file; it
+// supports Seek, so ranges can be served from it.
+func (f *Files) Open(ctx context.Context, p string) (afero.File, fs.FileInfo, error) {
+	target, err := f.Resolve(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Stat first so a FIFO or device is refused before an open could block.
+	fi, err := f.Fs.Stat(target)
+	if err != nil {
+		return nil, nil, fsError(target, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, domain.InvalidRequest("path is not a file: %s", target)
+	}
+	file, err := f.Fs.Open(target)
+	if err != nil {
+		return nil, nil, fsError(target, err)
+	}
+	if fi, err = file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		file.Close()
+		if err != nil {
+			return nil, nil, fsError(target, err)
+		}
+		return nil, nil, domain.InvalidRequest("path is not a file: %s", target)
+	}
+	return file, fi, nil
+}
+
+// Write stores body as the file at p, creating parent directories. The
+// bytes go to a temporary file in the target's directory that is renamed
+// over the target once complete; a failed or aborted upload leaves the old
+// file as it was. A link at p is followed, so the file it names is replaced
+// and the link kept. Errors from body are returned unchanged when they are
+// domain errors (the HTTP adapter's size limit), else as invalid_request.
+func (f *Files) Write(ctx context.Context, p string, body io.Reader) (domain.FSWrite, error) {
+	target, err := f.Resolve(p)
+	if err != nil {
+		return domain.FSWrite{}, err
+	}
+	real, err := f.followLinks(target)
+	if err != nil {
+		return domain.FSWrite{}, err
+	}
+	perm := fs.FileMode(0o644)
+	if fi, err := f.Fs.Stat(real); err == nil {
+		if fi.IsDir() {
+			return domain.FSWrite{}, domain.InvalidRequest("path is not a file: %s", target)
+		}
+		perm = fi.Mode().Perm()
+	}
+	if err := f.ensureDir(path.Dir(real), target); err != nil {
+		return domain.FSWrite{}, err
+	}
+	n, err := f.writeAtomic(ctx, real, body, perm)
+	if err != nil {
+		return domain.FSWrite{}, fsError(target, err)
+	}
+	return domain.FSWrite{Path: target, BytesWritten: n}, nil
+}
+
+// maxLinkHops bounds link following, as the kernel's ELOOP does.
+const maxLinkHops = 40
+
+// followLinks resolves symbolic links at the last element of p, so a write
+// replaces the file a link names instead of the link. Backends without
+// links return p.
+func (f *Files) followLinks(p string) (string, error) {
+	ls, ok := f.Fs.(afero.Symlinker)
+	if !ok {
+		return p, nil
+	}
+	asked := p
+	for range maxLinkHops {
+		fi, _, err := ls.LstatIfPossible(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p, nil
+		}
+		dest, err := ls.ReadlinkIfPossible(p)
+		if err != nil {
+			return "", fsError(asked, err)
+		}
+		if !path.IsAbs(dest) {
+			dest = path.Join(path.Dir(p), dest)
+		}
+		p = path.Clean(dest)
+	}
+	return "", domain.InvalidRequest("too many levels of symbolic links: %s", asked)
+}
+
+// copyBufs holds the buffers of streamed copies; large buffers keep the
+// number of write calls (and syscalls) low on multi-gigabyte files.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// readError marks a failure to read the upload, as opposed to a failure to
+// store it.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "reading upload: " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// trackedReader remembers its source's first error, so extraction can tell
+// a broken upload from a broken archive or disk.
+type trackedReader struct {
+	r   io.Reader
+	err error
+}
+
+func (t *trackedReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF && t.err == nil {
+		t.err = err
+	}
+	return n, err
+}
+
+// writerOnly hides io.ReaderFrom so io.CopyBuffer uses the pooled buffer.
+type writerOnly struct{ io.Writer }
+
+// writeAtomic streams r into a new temporary file next to dst and renames it
+// over dst. On any failure the temporary file is removed.
+func (f *Files) writeAtomic(ctx context.Context, dst string, r io.Reader, perm fs.FileMode) (int64, error) {
+	tmp, err := afero.TempFile(f.Fs, path.Dir(dst), ".sandbox-agent-upload-*")
+	if err != nil {
+		return 0, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			_ = f.Fs.Remove(tmp.Name())
+		}
+	}()
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	src := &trackedReader{r: r}
+	n, err := io.CopyBuffer(writerOnly{tmp}, src, *bp)
+	if err != nil {
+		if src.err != nil {
+			return n, &readError{src.err}
+		}
+		return n, err
+	}
+	if err := ctx.Err(); err != nil {
+		return n, err
+	}
+	if err := tmp.Close(); err != nil {
+		return n, err
+	}
+	if err := f.Fs.Chmod(tmp.Name(), perm); err != nil {
+		return n, err
+	}
+	if err := f.Fs.Rename(tmp.Name(), dst); err != nil {
+		return n, err
+	}
+	committed = true
+	return n, nil
+}
+
+// Delete removes a file, a link (not its target) or a directory; a
+// directory that is not empty needs recursive.
+func (f *Files) Delete(ctx context.Context, p string, recursive bool) (string, error) {
+	target, err := f.Resolve(p)
+	if err != nil {
+		return "", err
+	}
+	if target == "/" {
+		return "", domain.InvalidRequest("refusing to delete /")
+	}
+	fi, err := f.lstat(target)
+	if err != nil {
+		return "", fsError(target, err)
+	}
+	if fi.IsDir() {
+		if recursive {
+			return target, fsError(target, f.Fs.RemoveAll(target))
+		}
+		empty, err := f.isEmptyDir(target)
+		if err != nil {
+			return "", fsError(target, err)
+		}
+		if !empty {
+			return "", domain.InvalidRequest("directory is not empty: %s (set recursive=true)", target)
+		}
+	}
+	return target, fsError(target, f.Fs.Remove(target))
+}
+
+func (f *Files) isEmptyDir(p string) (bool, error) {
+	d, err := f.Fs.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	return len(names) == 0, err
+}
+
+// Mkdir creates a directory and its parents (mkdir -p).
+func (f *Files) Mkdir(ctx context.Context, p string) (string, error) {
+	target, err := f.Resolve(p)
+	if err != nil {
+		return "", err
+	}
+	if fi, err := f.Fs.Stat(target); err == nil && !fi.IsDir() {
+		return "", domain.InvalidRequest("path is not a directory: %s", target)
+	}
+	return target, f.ensureDir(target, target)
+}
+
+// ensureDir creates dir and its parents. A file where a directory should
+// be is the client's mistake (400), whatever the backend reports (the host
+// says ENOTDIR; the memory backend says nothing). Errors name shown, the
+// path the client asked for: dir may be where a link led, which the client
+// is not told.
+func (f *Files) ensureDir(dir, shown string) error {
+	err := f.Fs.MkdirAll(dir, 0o755)
+	if err == nil {
+		fi, serr := f.Fs.Stat(dir)
+		if serr == nil && fi.IsDir() {
+			return nil
+		}
+		err = serr
+	}
+	for p := dir; ; p = path.Dir(p) {
+		if fi, serr := f.Fs.Stat(p); serr == nil {
+			if !fi.IsDir() {
+				return domain.InvalidRequest("a parent of %s is not a directory", shown)
+			}
+			break
+		}
+		if p == path.Dir(p) {
+			break
+		}
+	}
+	if err == nil {
+		err = fs.ErrInvalid
+	}
+	return fsError(shown, err)
+}
+
+// Move renames from to to, creating to's parents. An existing to is
+// replaced only with overwrite. Moves that would destroy their own source
+// (onto itself, or over a directory holding it) are refused.
+func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (string, string, error) {
+	src, err := f.Resolve(from)
+	if err != nil {
+		return "", "", err
+	}
+	dst, err := f.Resolve(to)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := f.lstat(src); err != nil {
+		return "", "", fsError(src, err)
+	}
+	if src == dst {
+		return "", "", domain.InvalidRequest("source and destination are the same: %s", src)
+	}
+	if _, inside := domain.RootRelative(src, dst); inside {
+		return "", "", domain.InvalidRequest("cannot move a directory into itself: %s", dst)
+	}
+	if fi, err := f.lstat(dst); err == nil {
+		if !overwrite {
+			return "", "", domain.InvalidRequest("destination already exists: %s", dst)
+		}
+		if _, inside := domain.RootRelative(dst, src); inside {
+			return "", "", domain.InvalidRequest("destination contains the source: %s", dst)
+		}
+		remove := f.Fs.Remove
+		if fi.IsDir() {
+			remove = f.Fs.RemoveAll
+		}
+		if err := remove(dst); err != nil {
+			return "", "", fsError(dst, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fsError(dst, err)
+	}
+	if err := f.ensureDir(path.Dir(dst), dst); err != nil {
+		return "", "", err
+	}
+	if err := f.Fs.Rename(src, dst); err != nil {
+		return "", "", fsError(src, err)
+	}
+	return src, dst, nil
+}
+
+// lstat is Lstat where the backend has it, else Stat.
+func (f *Files) lstat(p string) (fs.FileInfo, error) {
+	if l, ok := f.Fs.(afero.Lstater); ok {
+		fi, _, err := l.LstatIfPossible(p)
+		return fi, err
+	}
+	return f.Fs.Stat(p)
+}
+
+func entryType(fi fs.FileInfo) domain.FSEntryType {
+	if fi.IsDir() {
+		return domain.FSDirectory
+	}
+	return domain.FSFile
+}
+
+func modified(fi fs.FileInfo) string {
+	if fi.ModTime().IsZero() {
+		return ""
+	}
+	return domain.FormatFSTime(fi.ModTime())
+}
+
+// fsError maps a filesystem error on p to the kinds of api.md section 6:
+// missing → 400 "path not found", outside a confined root → 400, a broken
+// upload → 400, anything else → 502 stream_error whose message is only the
+// innermost cause (e.g. "permission denied"), never a host path the client
+// did not name. Domain errors pass through.
+func fsError(p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := domain.AsError(err); ok {
+		return err
+	}
+	var re *readError
+	switch {
+	case errors.As(err, &re):
+		if _, ok := domain.AsError(re.err); ok {
+			return re.err
+		}
+		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: re.Error(), Err: err}
+	case errors.Is(err, domain.ErrOutsideRoot):
+		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path escapes the filesystem root: " + p, Err: err}
+	case errors.Is(err, fs.ErrNotExist):
+		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path not found: " + p, Err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	msg := innermost(err).Error()
+	return &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
+}
+
+// innermost unwraps err to its root cause (a syscall errno for host I/O).
+func innermost(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}

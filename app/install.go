@@ -1,0 +1,472 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+// InstallTimeouts bound each install step, so a stuck network or package
+// manager ends in a clear install_failed instead of a hang.
+type InstallTimeouts struct {
+	Registry time.Duration // fetch the registry document
+	Download time.Duration // one archive or binary download
+	Package  time.Duration // one npm install
+	Verify   time.Duration // one "--help" or "--version" probe
+}
+
+// DefaultInstallTimeouts are generous enough for slow mirrors.
+func DefaultInstallTimeouts() InstallTimeouts {
+	return InstallTimeouts{Registry: 30 * time.Second, Download: 10 * time.Minute, Package: 10 * time.Minute, Verify: 60 * time.Second}
+}
+
+// Installer provides agents on disk: the ACP adapter ("agent process") from
+// the ACP registry or a pinned fallback, and the native agent binary where
+// it is needed. The result of every install is a launcher script at
+// <Dir>/agent_processes/<agent>-acp, verified with --help before it counts,
+// plus a manifest recording what was installed.
+//
+// Installs of one agent are serialised; installs of different agents run in
+// parallel.
+type Installer struct {
+	Fs  afero.Fs
+	Dir string // $XDG_DATA_HOME/sandbox-agent/bin
+
+	Registry   ports.Registry
+	Downloader ports.Downloader
+	Packages   ports.PackageInstaller
+	Commands   ports.Commands
+
+	// RegistryURL names the registry in messages.
+	RegistryURL string
+	// Platform is the registry platform key (domain.PlatformKey).
+	Platform string
+	// LookPath finds an executable on PATH; nil finds nothing.
+	LookPath func(name string) (string, bool)
+	// NativeURLs override a known agent's native download URL template
+	// (with {version} and {platform}), for mirrors and tests.
+	NativeURLs map[string]string
+	Timeouts   InstallTimeouts
+	// Progress, when set, hears one line per install step (the CLI prints
+	// them; the daemon logs them).
+	Progress func(agent, msg string)
+	Logger   *slog.Logger
+	// Now is the clock for manifests; nil means time.Now.
+	Now func() time.Time
+
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
+	cached   *domain.Registry
+	cachedAt time.Time
+	failed   error // the last failed fetch, answered to lookups for a while
+	failedAt time.Time
+}
+
+// registryTTL is how long a fetched registry answers lookups (listing and
+// lazy installs); explicit reinstalls always fetch. A failed fetch answers
+// lookups of unknown ids for registryFailTTL, so a dead network does not
+// slow every request down.
+const (
+	registryTTL     = time.Minute
+	registryFailTTL = 15 * time.Second
+)
+
+// LauncherPath is where the launcher of agent lives.
+func (in *Installer) LauncherPath(agent string) string {
+	return filepath.Join(in.Dir, "agent_processes", agent+"-acp")
+}
+
+// storeDir holds an agent's installed packages and its manifest.
+func (in *Installer) storeDir(agent string) string {
+	return filepath.Join(in.Dir, "packages", agent)
+}
+
+func (in *Installer) lock(agent string) *sync.Mutex {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.locks == nil {
+		in.locks = map[string]*sync.Mutex{}
+	}
+	l := in.locks[agent]
+	if l == nil {
+		l = &sync.Mutex{}
+		in.locks[agent] = l
+	}
+	return l
+}
+
+func (in *Installer) now() time.Time {
+	if in.Now != nil {
+		return in.Now()
+	}
+	return time.Now()
+}
+
+func (in *Installer) timeouts() InstallTimeouts {
+	t, d := in.Timeouts, DefaultInstallTimeouts()
+	if t.Registry <= 0 {
+		t.Registry = d.Registry
+	}
+	if t.Download <= 0 {
+		t.Download = d.Download
+	}
+	if t.Package <= 0 {
+		t.Package = d.Package
+	}
+	if t.Verify <= 0 {
+		t.Verify = d.Verify
+	}
+	return t
+}
+
+func (in *Installer) progress(agent, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if in.Progress != nil {
+		in.Progress(agent, msg)
+	}
+	if in.Logger != nil {
+		in.Logger.Info("install", "agent", agent, "step", msg)
+	}
+}
+
+// registry returns the registry document, from the cache unless fresh.
+// lookup also answers a recent failure again instead of fetching.
+func (in *Installer) registry(ctx context.Context, fresh, lookup bool) (domain.Registry, error) {
+	in.mu.Lock()
+	if !fresh && in.cached != nil && in.now().Sub(in.cachedAt) < registryTTL {
+		r := *in.cached
+		in.mu.Unlock()
+		return r, nil
+	}
+	if lookup && in.failed != nil && in.now().Sub(in.failedAt) < registryFailTTL {
+		err := in.failed
+		in.mu.Unlock()
+		return domain.Registry{}, err
+	}
+	in.mu.Unlock()
+	if in.Registry == nil {
+		return domain.Registry{}, errors.New("no ACP registry configured")
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Registry)
+	defer cancel()
+	r, err := in.Registry.Fetch(ctx)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err != nil {
+		in.failed, in.failedAt = err, in.now()
+		return domain.Registry{}, err
+	}
+	in.cached, in.cachedAt, in.failed = &r, in.now(), nil
+	return r, nil
+}
+
+// Listed reports whether the registry has an entry for agent (under the
+// agent's registry ids). A registry that cannot be read is an error.
+func (in *Installer) Listed(ctx context.Context, agent string) (bool, error) {
+	r, err := in.registry(ctx, false, true)
+	if err != nil {
+		return false, err
+	}
+	recipe, _ := domain.RecipeFor(agent)
+	_, ok := r.Find(recipe.RegistryIDs...)
+	return ok, nil
+}
+
+// Installed reports whether agent has a launcher.
+func (in *Installer) Installed(agent string) bool {
+	return isFile(in.Fs, in.LauncherPath(agent))
+}
+
+// NativePath finds the native binary of a known agent: the installed one,
+// else one on PATH.
+func (in *Installer) NativePath(agent string) (string, domain.InstallSource, bool) {
+	recipe, _ := domain.RecipeFor(agent)
+	if recipe.Native == nil {
+		return "", "", false
+	}
+	if p := filepath.Join(in.Dir, recipe.Native.Binary); isFile(in.Fs, p) {
+		return p, domain.SourceFallback, true
+	}
+	if in.LookPath != nil {
+		if p, ok := in.LookPath(recipe.Native.Binary); ok {
+			return p, domain.SourceLocalPath, true
+		}
+	}
+	return "", "", false
+}
+
+// Install provides agent. With an existing launcher and no Reinstall it
+// changes nothing and answers already_installed. Errors are install_failed
+// (with the failing step and its stderr tail in details) or, for an agent
+// that neither we nor the registry know, unsupported_agent.
+func (in *Installer) Install(ctx context.Context, agent string, opts domain.InstallOptions) (domain.InstallResult, error) {
+	if !domain.ValidAgentID(agent) {
+		return domain.InstallResult{}, unsupportedAgent(agent)
+	}
+	if agent == domain.MockAgent {
+		return in.installMock(opts), nil
+	}
+	l := in.lock(agent)
+	l.Lock()
+	defer l.Unlock()
+
+	if !opts.Reinstall && in.Installed(agent) {
+		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
+	}
+	recipe, known := domain.RecipeFor(agent)
+	in.progress(agent, "resolving %s in the ACP registry %s", agent, in.RegistryURL)
+	reg, err := in.registry(ctx, opts.Reinstall, false)
+	if err != nil {
+		if !known {
+			e := unsupportedAgent(agent).(*domain.Error)
+			e.Details = map[string]any{"message": "not a known agent, and the ACP registry could not be read: " + err.Error()}
+			e.Err = err
+			return domain.InstallResult{}, e
+		}
+		return domain.InstallResult{}, stepFailed(agent, "fetch registry", err)
+	}
+	plan, err := in.plan(agent, recipe, reg, opts)
+	if err != nil {
+		return domain.InstallResult{}, err
+	}
+	if !known && plan.kind == "" {
+		return domain.InstallResult{}, unsupportedAgent(agent)
+	}
+	return in.execute(ctx, agent, recipe, plan, opts)
+}
+
+// installMock answers for the built-in mock, which needs nothing on disk.
+func (in *Installer) installMock(opts domain.InstallOptions) domain.InstallResult {
+	if !opts.Reinstall {
+		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}
+	}
+	return domain.InstallResult{Artifacts: []domain.Artifact{{
+		Kind: domain.ArtifactAgentProcess, Path: filepath.Join(in.Dir, domain.MockAgent), Source: domain.SourceBuiltin, Version: "builtin",
+	}}}
+}
+
+// installPlan is the chosen way to get the agent process.
+type installPlan struct {
+	kind    string // "npx", "binary", "native", or "" when there is none
+	source  domain.InstallSource
+	version string // version recorded for the agent process
+	npx     *domain.NpxDistribution
+	binary  *domain.BinaryTarget
+	native  bool // install (or find) the native binary
+}
+
+func (in *Installer) plan(agent string, recipe domain.AgentRecipe, reg domain.Registry, opts domain.InstallOptions) (installPlan, error) {
+	p := installPlan{native: recipe.Native != nil && opts.AgentVersion != ""}
+	if entry, ok := reg.Find(recipe.RegistryIDs...); ok {
+		version := entry.Version
+		if opts.AgentProcessVersion != "" {
+			version = opts.AgentProcessVersion
+		}
+		if d := entry.Distribution.Npx; d != nil {
+			npx := *d
+			npx.Package = domain.PackageSpecWithVersion(npx.Package, opts.AgentProcessVersion)
+			if version == "" {
+				_, version = domain.SplitPackageSpec(npx.Package)
+			}
+			p.kind, p.source, p.version, p.npx = "npx", domain.SourceRegistry, version, &npx
+			return p, nil
+		}
+		if t, ok := entry.Distribution.Binary[in.Platform]; ok {
+			p.kind, p.source, p.version, p.binary = "binary", domain.SourceRegistry, version, &t
+			return p, nil
+		}
+		in.progress(agent, "registry entry %s has no distribution for platform %q; using the fallback", entry.ID, in.Platform)
+	}
+	switch {
+	case recipe.FallbackPackage != "":
+		spec := domain.PackageSpecWithVersion(recipe.FallbackPackage, opts.AgentProcessVersion)
+		_, version := domain.SplitPackageSpec(spec)
+		p.kind, p.source, p.version, p.npx = "npx", domain.SourceFallback, version, &domain.NpxDistribution{Package: spec}
+	case recipe.NativeACPArgs != nil:
+		p.kind, p.source, p.native = "native", domain.SourceFallback, true
+	}
+	return p, nil
+}
+
+// execute runs a plan: native binary first (the launcher may point at it),
+// then the agent process, its launcher, verification and the manifest.
+func (in *Installer) execute(ctx context.Context, agent string, recipe domain.AgentRecipe, p installPlan, opts domain.InstallOptions) (domain.InstallResult, error) {
+	res := domain.InstallResult{Artifacts: []domain.Artifact{}}
+	if err := in.Fs.MkdirAll(filepath.Join(in.Dir, "agent_processes"), 0o755); err != nil {
+		return res, stepFailed(agent, "create install directory", err)
+	}
+	var native *domain.Artifact
+	if p.native {
+		a, err := in.installNative(ctx, agent, recipe, opts)
+		if err != nil {
+			return res, err
+		}
+		native = &a
+		if a.Source != domain.SourceLocalPath || opts.AgentVersion != "" {
+			res.Artifacts = append(res.Artifacts, a)
+		}
+	} else if path, src, ok := in.NativePath(agent); ok && src == domain.SourceFallback {
+		native = &domain.Artifact{Kind: domain.ArtifactNativeAgent, Path: path, Source: src}
+	}
+
+	store := in.storeDir(agent)
+	stamp := filepath.Join(store, fmt.Sprintf("%d", in.now().UnixNano()))
+	ok := false
+	defer func() {
+		if !ok {
+			_ = in.Fs.RemoveAll(stamp)
+		}
+	}()
+
+	var cmd launchCommand
+	switch p.kind {
+	case "npx":
+		c, version, err := in.installPackage(ctx, agent, stamp, p.npx)
+		if err != nil {
+			return res, err
+		}
+		cmd = c
+		if p.version == "" {
+			p.version = version
+		}
+	case "binary":
+		c, err := in.installArchive(ctx, agent, stamp, p.binary)
+		if err != nil {
+			return res, err
+		}
+		cmd = c
+	case "native":
+		cmd = launchCommand{path: native.Path, args: recipe.NativeACPArgs}
+		p.version = native.Version
+	default:
+		return res, stepFailed(agent, "resolve", fmt.Errorf("the ACP registry has no entry for %s and there is no fallback", agent))
+	}
+	if native != nil && recipe.Native != nil && recipe.Native.EnvVar != "" {
+		if cmd.env == nil {
+			cmd.env = map[string]string{}
+		}
+		cmd.env[recipe.Native.EnvVar] = native.Path
+	}
+
+	launcher := in.LauncherPath(agent)
+	if err := in.writeLauncher(ctx, agent, launcher, cmd, p); err != nil {
+		return res, err
+	}
+	res.Artifacts = append(res.Artifacts, domain.Artifact{Kind: domain.ArtifactAgentProcess, Path: launcher, Source: p.source, Version: p.version})
+	m := manifest{Agent: agent, InstalledAt: in.now().UTC().Format(time.RFC3339), Artifacts: res.Artifacts, Command: cmd.path, Args: cmd.args}
+	if p.npx != nil {
+		m.Package = p.npx.Package
+	}
+	if err := in.writeManifest(agent, m); err != nil {
+		return res, stepFailed(agent, "write manifest", err)
+	}
+	ok = true
+	in.pruneStore(store, filepath.Base(stamp))
+	in.progress(agent, "installed %s (%s %s)", agent, p.source, p.version)
+	return res, nil
+}
+
+// launchCommand is what a launcher execs.
+type launchCommand struct {
+	path string
+	args []string
+	env  map[string]string
+}
+
+// installPackage npm-installs spec into a fresh prefix and picks its bin.
+func (in *Installer) installPackage(ctx context.Context, agent, prefix string, d *domain.NpxDistribution) (launchCommand, string, error) {
+	in.progress(agent, "npm install %s", d.Package)
+	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Package)
+	defer cancel()
+	pkg, err := in.Packages.Install(ctx, prefix, d.Package)
+	if err != nil {
+		return launchCommand{}, "", stepFailed(agent, "npm install "+d.Package, err)
+	}
+	bin, err := pickBin(pkg)
+	if err != nil {
+		return launchCommand{}, "", stepFailed(agent, "npm install "+d.Package, err)
+	}
+	return launchCommand{path: bin, args: d.Args, env: copyEnv(d.Env)}, pkg.Version, nil
+}
+
+// pickBin chooses the package's executable: its only bin, else the bin
+// named after the package, else the first by name.
+func pickBin(pkg domain.InstalledPackage) (string, error) {
+	if len(pkg.Bins) == 0 {
+		return "", fmt.Errorf("package %s declares no executable (bin)", pkg.Name)
+	}
+	base := pkg.Name[strings.LastIndex(pkg.Name, "/")+1:]
+	if p, ok := pkg.Bins[base]; ok {
+		return p, nil
+	}
+	names := make([]string, 0, len(pkg.Bins))
+	for n := range pkg.Bins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return pkg.Bins[names[0]], nil
+}
+
+func copyEnv(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// pruneStore removes every earlier install of an agent, keeping keep and
+// the manifest. Failures only leave disk space behind.
+func (in *Installer) pruneStore(store, keep string) {
+	entries, err := afero.ReadDir(in.Fs, store)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Name() != keep && e.Name() != manifestName {
+			_ = in.Fs.RemoveAll(filepath.Join(store, e.Name()))
+		}
+	}
+}
+
+// stepFailed is an install_failed error naming the step that failed, with
+// the tail of what it said.
+func stepFailed(agent, step string, err error) error {
+	msg := err.Error()
+	const max = 8 << 10
+	if len(msg) > max {
+		msg = "..." + msg[len(msg)-max:]
+	}
+	return &domain.Error{
+		Kind: domain.KindInstallFailed, Msg: agent, Agent: agent,
+		Details: map[string]any{"step": step, "stderr": step + ": " + msg},
+		Err:     fmt.Errorf("install %s: %s: %w", agent, step, err),
+	}
+}
+
+func isFile(fs afero.Fs, p string) bool {
+	if fs == nil {
+		return false
+	}
+	fi, err := fs.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
+// chmodExec makes p executable for everyone who can read it.
+func chmodExec(fs afero.Fs, p string) error {
+	return fs.Chmod(p, 0o755)
+}

@@ -1,0 +1,178 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// launcherScript is the shell script that starts an agent process: fixed
+// environment, then exec of the command with its arguments and the
+// launcher's own.
+func launcherScript(agent string, cmd launchCommand, p installPlan) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("#!/bin/sh\n")
+	fmt.Fprintf(&b, "# ACP launcher for %s (%s %s), written by sandbox-agent.\n", agent, p.source, p.version)
+	fmt.Fprintf(&b, "# Reinstall with: sandbox-agent install-agent %s --reinstall\n", agent)
+	keys := make([]string, 0, len(cmd.env))
+	for k := range cmd.env {
+		if !validEnvName(k) {
+			return nil, fmt.Errorf("invalid environment variable name %q", k)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(cmd.env[k]))
+	}
+	b.WriteString("exec " + shellQuote(cmd.path))
+	for _, a := range cmd.args {
+		b.WriteString(" " + shellQuote(a))
+	}
+	b.WriteString(" \"$@\"\n")
+	return b.Bytes(), nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// writeLauncher writes the launcher next to its final place, verifies it
+// with --help, and only then moves it into place: an unverified launcher
+// never counts as an install.
+func (in *Installer) writeLauncher(ctx context.Context, agent, launcher string, cmd launchCommand, p installPlan) error {
+	script, err := launcherScript(agent, cmd, p)
+	if err != nil {
+		return stepFailed(agent, "write launcher", err)
+	}
+	tmp := launcher + ".tmp"
+	if err := afero.WriteFile(in.Fs, tmp, script, 0o755); err != nil {
+		return stepFailed(agent, "write launcher", err)
+	}
+	if err := chmodExec(in.Fs, tmp); err != nil {
+		_ = in.Fs.Remove(tmp)
+		return stepFailed(agent, "write launcher", err)
+	}
+	step := "verify " + filepath.Base(launcher) + " --help"
+	in.progress(agent, "%s", step)
+	vctx, cancel := context.WithTimeout(ctx, in.timeouts().Verify)
+	res, err := in.Commands.Run(vctx, tmp, "--help")
+	cancel()
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit status %d: %s", res.ExitCode, tailLines(string(res.Stderr)+string(res.Stdout), 16))
+	}
+	if err != nil {
+		_ = in.Fs.Remove(tmp)
+		return stepFailed(agent, step, err)
+	}
+	if err := in.Fs.Rename(tmp, launcher); err != nil {
+		_ = in.Fs.Remove(tmp)
+		return stepFailed(agent, "write launcher", err)
+	}
+	return nil
+}
+
+// tailLines keeps the last n lines of s.
+func tailLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// manifest records one agent's install next to its packages.
+type manifest struct {
+	Agent       string            `json:"agent"`
+	InstalledAt string            `json:"installedAt"`
+	Package     string            `json:"package,omitempty"`
+	Command     string            `json:"command"`
+	Args        []string          `json:"args,omitempty"`
+	Artifacts   []domain.Artifact `json:"artifacts"`
+}
+
+const manifestName = "manifest.json"
+
+func (in *Installer) writeManifest(agent string, m manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := in.storeDir(agent)
+	if err := in.Fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, manifestName+".tmp")
+	if err := afero.WriteFile(in.Fs, tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return in.Fs.Rename(tmp, filepath.Join(dir, manifestName))
+}
+
+// AgentProcessVersion is the recorded version of an installed agent
+// process, or "" when none was recorded.
+func (in *Installer) AgentProcessVersion(agent string) string {
+	b, err := afero.ReadFile(in.Fs, filepath.Join(in.storeDir(agent), manifestName))
+	if err != nil {
+		return ""
+	}
+	var m manifest
+	if json.Unmarshal(b, &m) != nil {
+		return ""
+	}
+	for _, a := range m.Artifacts {
+		if a.Kind == domain.ArtifactAgentProcess {
+			return a.Version
+		}
+	}
+	return ""
+}
+
+// Version runs "<path> --version" and returns its first line, without a
+// trailing " (...)" remark; "" when the program does not say.
+func (in *Installer) Version(ctx context.Context, path string) string {
+	if in.Commands == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := in.Commands.Run(ctx, path, "--version")
+	if err != nil || res.ExitCode != 0 {
+		return ""
+	}
+	return parseVersion(string(res.Stdout) + "\n" + string(res.Stderr))
+}
+
+func parseVersion(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if i := strings.Index(line, " ("); i >= 0 {
+			line = line[:i]
+		}
+		return truncate(line, 200)
+	}
+	return ""
+}

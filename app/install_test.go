@@ -1,0 +1,478 @@
+package app
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
+)
+
+const testDir = "/data/sandbox-agent/bin"
+
+// installRig is an Installer on a memory filesystem with fake ports. The
+// fake npm "installs" a package by writing its bin; the fake command
+// runner "verifies" a launcher by checking that the program it execs
+// exists, unless failVerify is set.
+type installRig struct {
+	fs         afero.Fs
+	in         *Installer
+	down       *porttest.FakeDownloader
+	registry   string // the registry document
+	regErr     error
+	npmSpecs   []string
+	npmErr     error
+	npmCount   atomic.Int32
+	fetches    atomic.Int32
+	failVerify bool
+	mu         sync.Mutex
+}
+
+func newRig(t *testing.T, registry string) *installRig {
+	t.Helper()
+	r := &installRig{fs: afero.NewMemMapFs(), registry: registry, down: &porttest.FakeDownloader{Files: map[string][]byte{}}}
+	r.in = &Installer{
+		Fs: r.fs, Dir: testDir, RegistryURL: "http://registry.test/registry.json", Platform: "linux-x86_64",
+		Registry: &porttest.FakeRegistry{FetchFunc: func(context.Context) (domain.Registry, error) {
+			r.fetches.Add(1)
+			if r.regErr != nil {
+				return domain.Registry{}, r.regErr
+			}
+			return domain.ParseRegistry([]byte(r.registry))
+		}},
+		Downloader: r.down,
+		Packages: &porttest.FakePackageInstaller{InstallFunc: func(ctx context.Context, prefix, spec string) (domain.InstalledPackage, error) {
+			r.npmCount.Add(1)
+			r.mu.Lock()
+			r.npmSpecs = append(r.npmSpecs, spec)
+			r.mu.Unlock()
+			if r.npmErr != nil {
+				return domain.InstalledPackage{}, r.npmErr
+			}
+			name, version := domain.SplitPackageSpec(spec)
+			if version == "" {
+				version = "9.9.9"
+			}
+			base := name[strings.LastIndex(name, "/")+1:]
+			bin := filepath.Join(prefix, "node_modules", ".bin", base)
+			if err := afero.WriteFile(r.fs, bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+				return domain.InstalledPackage{}, err
+			}
+			return domain.InstalledPackage{Name: name, Version: version, Bins: map[string]string{base: bin}}, nil
+		}},
+		Commands: &porttest.FakeCommands{RunFunc: func(ctx context.Context, name string, args ...string) (domain.CommandResult, error) {
+			b, err := afero.ReadFile(r.fs, name)
+			if err != nil {
+				return domain.CommandResult{}, err
+			}
+			if len(args) == 1 && args[0] == "--version" {
+				return domain.CommandResult{Stdout: []byte("1.0.7 (Claude Code)\n")}, nil
+			}
+			if r.failVerify {
+				return domain.CommandResult{Stderr: []byte("line1\nError: cannot find module\n"), ExitCode: 1}, nil
+			}
+			// The launcher's exec target must exist.
+			target := execTarget(string(b))
+			if target == "" || !isFile(r.fs, target) {
+				return domain.CommandResult{Stderr: []byte("exec: not found: " + target), ExitCode: 127}, nil
+			}
+			return domain.CommandResult{}, nil
+		}},
+	}
+	return r
+}
+
+// execTarget is the program a launcher script execs.
+func execTarget(script string) string {
+	for _, line := range strings.Split(script, "\n") {
+		if rest, ok := strings.CutPrefix(line, "exec '"); ok {
+			return rest[:strings.Index(rest, "'")]
+		}
+	}
+	return ""
+}
+
+func (r *installRig) launcher(t *testing.T, agent string) string {
+	t.Helper()
+	b, err := afero.ReadFile(r.fs, r.in.LauncherPath(agent))
+	if err != nil {
+		t.Fatalf("launcher of %s: %v", agent, err)
+	}
+	return string(b)
+}
+
+func wantInstallFailed(t *testing.T, err error, step, stderrPart string) {
+	t.Helper()
+	e, ok := domain.AsError(err)
+	if !ok || e.Kind != domain.KindInstallFailed {
+		t.Fatalf("err = %v, want install_failed", err)
+	}
+	if got, _ := e.Details["step"].(string); !strings.HasPrefix(got, step) {
+		t.Errorf("step = %q, want prefix %q", got, step)
+	}
+	if got, _ := e.Details["stderr"].(string); !strings.Contains(got, stderrPart) {
+		t.Errorf("stderr = %q, want it to contain %q", got, stderrPart)
+	}
+}
+
+const npxRegistry = `{"version":"1.0.0","agents":[
+ {"id":"claude-acp","version":"0.30.1","distribution":{"npx":{"package":"@zed-industries/claude-agent-acp@0.30.1","args":["--hide-claude-auth"],"env":{"CLAUDE_FLAG":"it's on"}}}},
+ {"id":"new-agent","version":"2.0.0","distribution":{"npx":{"package":"new-agent@2.0.0"}}}
+]}`
+
+func TestInstallNpxFromRegistry(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	res, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := domain.Artifact{Kind: domain.ArtifactAgentProcess, Path: testDir + "/agent_processes/claude-acp", Source: domain.SourceRegistry, Version: "0.30.1"}
+	if res.AlreadyInstalled || len(res.Artifacts) != 1 || res.Artifacts[0] != want {
+		t.Fatalf("result = %+v, want one artifact %+v", res, want)
+	}
+	if got := r.npmSpecs; len(got) != 1 || got[0] != "@zed-industries/claude-agent-acp@0.30.1" {
+		t.Errorf("npm specs = %v", got)
+	}
+	script := r.launcher(t, "claude")
+	for _, part := range []string{"export CLAUDE_FLAG='it'\\''s on'\n", "/node_modules/.bin/claude-agent-acp' '--hide-claude-auth' \"$@\"\n"} {
+		if !strings.Contains(script, part) {
+			t.Errorf("launcher lacks %q:\n%s", part, script)
+		}
+	}
+	if v := r.in.AgentProcessVersion("claude"); v != "0.30.1" {
+		t.Errorf("manifest version = %q", v)
+	}
+
+	// A second install changes nothing.
+	res, err = r.in.Install(context.Background(), "claude", domain.InstallOptions{})
+	if err != nil || !res.AlreadyInstalled || len(res.Artifacts) != 0 {
+		t.Fatalf("second install = %+v, %v", res, err)
+	}
+	if len(r.npmSpecs) != 1 {
+		t.Errorf("npm ran %d times", len(r.npmSpecs))
+	}
+}
+
+func TestInstallVersionOverride(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	res, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{AgentProcessVersion: "0.19.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.npmSpecs[0] != "@zed-industries/claude-agent-acp@0.19.0" || res.Artifacts[0].Version != "0.19.0" {
+		t.Errorf("spec %q, version %q", r.npmSpecs[0], res.Artifacts[0].Version)
+	}
+}
+
+func TestInstallFallbackWhenRegistryHasNoEntry(t *testing.T) {
+	r := newRig(t, `{"agents":[]}`)
+	res, err := r.in.Install(context.Background(), "codex", domain.InstallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fallback := domain.Recipes["codex"].FallbackPackage
+	if r.npmSpecs[0] != fallback {
+		t.Errorf("npm spec = %q, want %q", r.npmSpecs[0], fallback)
+	}
+	_, v := domain.SplitPackageSpec(fallback)
+	if a := res.Artifacts[0]; a.Source != domain.SourceFallback || a.Version != v {
+		t.Errorf("artifact = %+v", a)
+	}
+}
+
+func TestInstallUnknownAgent(t *testing.T) {
+	t.Run("listed in the registry", func(t *testing.T) {
+		r := newRig(t, npxRegistry)
+		res, err := r.in.Install(context.Background(), "new-agent", domain.InstallOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Artifacts[0].Source != domain.SourceRegistry || !strings.Contains(r.launcher(t, "new-agent"), "/.bin/new-agent'") {
+			t.Errorf("result = %+v", res)
+		}
+	})
+	t.Run("not listed", func(t *testing.T) {
+		r := newRig(t, npxRegistry)
+		_, err := r.in.Install(context.Background(), "nobody", domain.InstallOptions{})
+		if !domain.IsKind(err, domain.KindUnsupportedAgent) {
+			t.Fatalf("err = %v, want unsupported_agent", err)
+		}
+	})
+	t.Run("invalid id", func(t *testing.T) {
+		r := newRig(t, npxRegistry)
+		_, err := r.in.Install(context.Background(), "../x", domain.InstallOptions{})
+		if !domain.IsKind(err, domain.KindUnsupportedAgent) {
+			t.Fatalf("err = %v, want unsupported_agent", err)
+		}
+	})
+}
+
+func TestInstallUnreachableRegistry(t *testing.T) {
+	r := newRig(t, "")
+	r.regErr = errors.New("ACP registry: GET http://registry.test/registry.json: connection refused")
+	_, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{})
+	wantInstallFailed(t, err, "fetch registry", "http://registry.test/registry.json")
+	if r.in.Installed("claude") {
+		t.Error("a launcher exists after a failed install")
+	}
+}
+
+func TestInstallNpmFailure(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	r.npmErr = errors.New("npm install x: exit status 1: npm error 404 Not Found")
+	_, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{})
+	wantInstallFailed(t, err, "npm install @zed-industries/claude-agent-acp", "404 Not Found")
+}
+
+func TestInstallFailingVerification(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	r.failVerify = true
+	_, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{})
+	wantInstallFailed(t, err, "verify claude-acp --help", "cannot find module")
+	if r.in.Installed("claude") {
+		t.Error("an unverified launcher counts as installed")
+	}
+	if ok, _ := afero.Exists(r.fs, r.in.LauncherPath("claude")+".tmp"); ok {
+		t.Error("temporary launcher left behind")
+	}
+	entries, _ := afero.ReadDir(r.fs, r.in.storeDir("claude"))
+	if len(entries) != 0 {
+		t.Errorf("store holds %d entries after a failed install", len(entries))
+	}
+}
+
+func TestReinstall(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	ctx := context.Background()
+	if _, err := r.in.Install(ctx, "claude", domain.InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := execTarget(r.launcher(t, "claude"))
+	res, err := r.in.Install(ctx, "claude", domain.InstallOptions{Reinstall: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AlreadyInstalled || len(res.Artifacts) != 1 || len(r.npmSpecs) != 2 {
+		t.Fatalf("reinstall = %+v, npm runs %d", res, len(r.npmSpecs))
+	}
+	second := execTarget(r.launcher(t, "claude"))
+	if first == second {
+		t.Error("reinstall kept the old package directory")
+	}
+	if ok, _ := afero.Exists(r.fs, first); ok {
+		t.Error("the old install was not pruned")
+	}
+	// A failed reinstall keeps the working install.
+	r.failVerify = true
+	if _, err := r.in.Install(ctx, "claude", domain.InstallOptions{Reinstall: true}); err == nil {
+		t.Fatal("no error")
+	}
+	if execTarget(r.launcher(t, "claude")) != second || !isFile(r.fs, second) {
+		t.Error("a failed reinstall broke the previous install")
+	}
+}
+
+func tarGz(t *testing.T, entries ...tar.Header) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, h := range entries {
+		body := []byte("#!/bin/sh\necho " + h.Name + "\n")
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write(body)
+		}
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+func zipOf(t *testing.T, names ...string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, n := range names {
+		h := &zip.FileHeader{Name: n, Method: zip.Deflate}
+		h.SetMode(0o755)
+		w, err := zw.CreateHeader(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(w, "#!/bin/sh\necho %s\n", n)
+	}
+	zw.Close()
+	return buf.Bytes()
+}
+
+func binaryRegistry(archive string) string {
+	return `{"agents":[{"id":"bin-agent","version":"3.1.4","distribution":{"binary":{
+	 "linux-x86_64":{"archive":"` + archive + `","cmd":"./bin/bin-agent","args":["acp"],"env":{"MODE":"acp"}},
+	 "darwin-aarch64":{"archive":"https://dl.test/other.tar.gz","cmd":"x"}}}}]}`
+}
+
+func TestInstallBinaryArchive(t *testing.T) {
+	for _, tc := range []struct {
+		name, url string
+		archive   func(t *testing.T) []byte
+	}{
+		{"tar.gz", "https://dl.test/bin-agent-linux.tar.gz", func(t *testing.T) []byte {
+			return tarGz(t,
+				tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
+				tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+				tar.Header{Name: "bin/bin-agent", Typeflag: tar.TypeReg, Mode: 0o755},
+				tar.Header{Name: "README", Typeflag: tar.TypeReg, Mode: 0o644})
+		}},
+		{"zip", "https://dl.test/bin-agent-linux.zip?sig=1", func(t *testing.T) []byte { return zipOf(t, "pkg/bin/bin-agent", "pkg/LICENSE") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, binaryRegistry(tc.url))
+			r.down.Files[tc.url] = tc.archive(t)
+			res, err := r.in.Install(context.Background(), "bin-agent", domain.InstallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := res.Artifacts[0]; a.Source != domain.SourceRegistry || a.Version != "3.1.4" {
+				t.Errorf("artifact = %+v", a)
+			}
+			script := r.launcher(t, "bin-agent")
+			target := execTarget(script)
+			if !strings.HasSuffix(target, "/bin/bin-agent") || !strings.Contains(script, "export MODE='acp'") || !strings.Contains(script, "' 'acp' \"$@\"") {
+				t.Errorf("launcher:\n%s", script)
+			}
+			fi, err := r.fs.Stat(target)
+			if err != nil || fi.Mode()&0o111 == 0 {
+				t.Errorf("command %s: %v, mode %v", target, err, fi)
+			}
+		})
+	}
+}
+
+func TestInstallArchiveEscapes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		url     string
+		archive func(t *testing.T) []byte
+	}{
+		{"tar dotdot", "https://dl.test/a.tar.gz", func(t *testing.T) []byte {
+			return tarGz(t, tar.Header{Name: "../../evil", Typeflag: tar.TypeReg, Mode: 0o755})
+		}},
+		{"tar absolute", "https://dl.test/a.tar.gz", func(t *testing.T) []byte {
+			return tarGz(t, tar.Header{Name: "/etc/evil", Typeflag: tar.TypeReg, Mode: 0o755})
+		}},
+		{"tar symlink out", "https://dl.test/a.tar.gz", func(t *testing.T) []byte {
+			return tarGz(t, tar.Header{Name: "bin/bin-agent", Typeflag: tar.TypeSymlink, Linkname: "../../../../etc/passwd"})
+		}},
+		{"zip dotdot", "https://dl.test/a.zip", func(t *testing.T) []byte { return zipOf(t, "../evil") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, binaryRegistry(tc.url))
+			r.down.Files[tc.url] = tc.archive(t)
+			_, err := r.in.Install(context.Background(), "bin-agent", domain.InstallOptions{})
+			wantInstallFailed(t, err, "unpack", "escapes the target")
+			for _, p := range []string{"/data/sandbox-agent/evil", "/data/evil", "/evil", "/etc/evil"} {
+				if ok, _ := afero.Exists(r.fs, p); ok {
+					t.Errorf("%s was written", p)
+				}
+			}
+		})
+	}
+}
+
+func TestInstallMissingArchive(t *testing.T) {
+	r := newRig(t, binaryRegistry("https://dl.test/missing.tar.gz"))
+	_, err := r.in.Install(context.Background(), "bin-agent", domain.InstallOptions{})
+	wantInstallFailed(t, err, "download https://dl.test/missing.tar.gz", "404")
+}
+
+func TestInstallOpencodeNative(t *testing.T) {
+	r := newRig(t, `{"agents":[]}`)
+	r.in.NativeURLs = map[string]string{"opencode": "http://mirror.test/opencode/{version}/opencode-{platform}"}
+	url := "http://mirror.test/opencode/latest/opencode-linux-x64.tar.gz"
+	r.down.Files[url] = tarGz(t, tar.Header{Name: "opencode", Typeflag: tar.TypeReg, Mode: 0o755})
+	res, err := r.in.Install(context.Background(), "opencode", domain.InstallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Artifacts) != 2 || res.Artifacts[0].Kind != domain.ArtifactNativeAgent || res.Artifacts[0].Path != testDir+"/opencode" || res.Artifacts[0].Version != "1.0.7" {
+		t.Fatalf("artifacts = %+v", res.Artifacts)
+	}
+	script := r.launcher(t, "opencode")
+	if execTarget(script) != testDir+"/opencode" || !strings.Contains(script, "' 'acp' \"$@\"") {
+		t.Errorf("launcher:\n%s", script)
+	}
+}
+
+func TestInstallClaudeNativeOnRequest(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	r.in.NativeURLs = map[string]string{"claude": "http://mirror.test/claude/{version}/{platform}/claude"}
+	r.down.Files["http://mirror.test/claude/1.0.7/linux-x64/claude"] = []byte("#!/bin/sh\n")
+	res, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{AgentVersion: "1.0.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Artifacts) != 2 || res.Artifacts[0].Kind != domain.ArtifactNativeAgent || res.Artifacts[0].Version != "1.0.7" {
+		t.Fatalf("artifacts = %+v", res.Artifacts)
+	}
+	if !strings.Contains(r.launcher(t, "claude"), "export CLAUDE_CODE_EXECUTABLE='"+testDir+"/claude'") {
+		t.Errorf("launcher does not point the adapter at the native binary:\n%s", r.launcher(t, "claude"))
+	}
+}
+
+func TestInstallMock(t *testing.T) {
+	r := newRig(t, "")
+	res, err := r.in.Install(context.Background(), "mock", domain.InstallOptions{})
+	if err != nil || !res.AlreadyInstalled || len(res.Artifacts) != 0 {
+		t.Fatalf("mock install = %+v, %v", res, err)
+	}
+	res, _ = r.in.Install(context.Background(), "mock", domain.InstallOptions{Reinstall: true})
+	if len(res.Artifacts) != 1 || res.Artifacts[0].Source != domain.SourceBuiltin {
+		t.Fatalf("mock reinstall = %+v", res)
+	}
+}
+
+// Lookups remember a failed fetch for a while; installs always try again.
+func TestRegistryFailureIsRemembered(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	r.regErr = errors.New("connection refused")
+	ctx := context.Background()
+	for range 3 {
+		if _, err := r.in.Listed(ctx, "new-agent"); err == nil {
+			t.Fatal("no error")
+		}
+	}
+	if n := r.fetches.Load(); n != 1 {
+		t.Errorf("lookups fetched %d times, want 1", n)
+	}
+	if _, err := r.in.Install(ctx, "claude", domain.InstallOptions{}); err == nil {
+		t.Fatal("no error")
+	}
+	r.regErr = nil
+	if _, err := r.in.Install(ctx, "claude", domain.InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.fetches.Load(); n != 3 {
+		t.Errorf("fetched %d times, want 3", n)
+	}
+	if ok, err := r.in.Listed(ctx, "new-agent"); !ok || err != nil {
+		t.Errorf("after a good fetch: %v, %v", ok, err)
+	}
+}

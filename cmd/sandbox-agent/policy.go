@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+func init() { extraCommands["policy"] = runPolicy }
+
+// policyFlags are the server's --policy (repeatable) and --policy-cache.
+type policyFlags struct {
+	specs []string
+	cache string
+}
+
+func (p *policyFlags) register(fs *flag.FlagSet) {
+	fs.Func("policy", "auth policy `FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB]` run after the bearer check (repeatable; in order, first deny wins)",
+		func(v string) error {
+			if _, err := wasmpolicy.ParseSpec(v); err != nil {
+				return err
+			}
+			p.specs = append(p.specs, v)
+			return nil
+		})
+	fs.StringVar(&p.cache, "policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
+}
+
+// defaultPolicyCache is $XDG_CACHE_HOME/sandbox-agent/wasm (~/.cache/...).
+func defaultPolicyCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "sandbox-agent", "wasm")
+}
+
+func (p *policyFlags) parse() ([]wasmpolicy.Spec, error) {
+	specs := make([]wasmpolicy.Spec, 0, len(p.specs))
+	for _, v := range p.specs {
+		s, err := wasmpolicy.ParseSpec(v)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
+}
+
+// newPolicyHost opens the compilation cache, falling back to memory when
+// its directory cannot be used.
+func newPolicyHost(cache string, log *slog.Logger) (*wasmpolicy.Host, error) {
+	host, err := wasmpolicy.NewHost(cache, log)
+	if err != nil && cache != "" {
+		log.Warn("policy compilation cache unavailable; compiling in memory", "err", err)
+		host, err = wasmpolicy.NewHost("", log)
+	}
+	return host, err
+}
+
+// startPolicies loads the --policy modules and reloads them on SIGHUP,
+// keeping the old ones when the new ones fail to load. Without policies it
+// returns a nil Authorizer, so the HTTP adapter adds no step at all. stop
+// ends the reload goroutine and closes the policies.
+func startPolicies(ctx context.Context, pf policyFlags, log *slog.Logger) (authz ports.Authorizer, stop func(), err error) {
+	if len(pf.specs) == 0 {
+		return nil, func() {}, nil
+	}
+	specs, err := pf.parse()
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	host, err := newPolicyHost(pf.cache, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := host.Load(ctx, specs)
+	if err != nil {
+		_ = host.Close(ctx)
+		return nil, nil, fmt.Errorf("load auth policies: %w", err)
+	}
+	log.Info("auth policies loaded", "policies", policyNames(set))
+	current := wasmpolicy.NewReloadable(set)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				reloadPolicies(ctx, host, current, pf, log)
+			}
+		}
+	}()
+	stop = func() {
+		signal.Stop(hup)
+		close(done)
+		wg.Wait()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = current.Close(cctx)
+		_ = host.Close(cctx)
+	}
+	return current, stop, nil
+}
+
+// reloadPolicies reads the modules and their configs again and swaps them
+// in; on any failure the running policies stay.
+func reloadPolicies(ctx context.Context, host *wasmpolicy.Host, current *wasmpolicy.Reloadable, pf policyFlags, log *slog.Logger) {
+	specs, err := pf.parse()
+	if err == nil {
+		var set *wasmpolicy.Set
+		if set, err = host.Load(ctx, specs); err == nil {
+			if err := current.Swap(ctx, set); err != nil {
+				log.Warn("closing the previous auth policies", "err", err)
+			}
+			log.Info("auth policies reloaded", "policies", policyNames(set))
+			return
+		}
+	}
+	log.Error("reloading auth policies failed; keeping the previous ones", "err", err)
+}
+
+func policyNames(set *wasmpolicy.Set) string {
+	var names []string
+	for _, p := range set.Policies() {
+		names = append(names, p.Name())
+	}
+	return strings.Join(names, ",")
+}
+
+const policyUsage = `Usage:
+  sandbox-agent policy test [--policy-cache DIR] [-v] POLICY CASES
+
+Runs the policy POLICY (FILE.wasm[,config=FILE][,...], as for server --policy)
+against CASES, a JSON array of
+  {"name": "...", "request": {AuthRequest}, "config": {...}?, "want": {"allow": bool, "status"?: N, "message"?: "..."}}
+and prints one line per case. Exits 1 when any case does not match.
+`
+
+// runPolicy is `sandbox-agent policy test`.
+func runPolicy(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "test" {
+		fmt.Fprint(stderr, policyUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			return usagef("")
+		}
+		return usagef("policy: expected the test subcommand")
+	}
+	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, policyUsage) }
+	cache := fs.String("policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
+	verbose := fs.Bool("v", false, "show the policy's log lines (at debug level and up)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usagef("")
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() != 2 {
+		fs.Usage()
+		return usagef("policy test: expected POLICY and CASES, got %d arguments", fs.NArg())
+	}
+	spec, err := wasmpolicy.ParseSpec(fs.Arg(0))
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if spec.CallTimeout == 0 {
+		// A CI machine under load must not turn a right answer into a
+		// timeout; timeout= in POLICY still tests the limit itself.
+		spec.CallTimeout = time.Second
+	}
+	cases, err := wasmpolicy.ReadCases(fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	host, err := newPolicyHost(*cache, log)
+	if err != nil {
+		return err
+	}
+	defer host.Close(context.Background())
+	failed, err := host.RunCases(ctx, spec, cases, stdout)
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d policy cases failed", failed, len(cases))
+	}
+	fmt.Fprintf(stdout, "PASS  %d cases\n", len(cases))
+	return nil
+}

@@ -1,0 +1,346 @@
+// Drives the inspector (/ui/) in headless Chromium with playwright-core, as
+// a person would. Env: BASE_URL, TOKEN (optional), SCENARIO (sessions |
+// agents | files | config), CHROMIUM (browser path), ARTIFACTS (directory
+// for screenshots). Exits non-zero on any failed expectation.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const base = process.env.BASE_URL;
+const token = process.env.TOKEN || "";
+const scenario = process.env.SCENARIO || "sessions";
+const artifacts = process.env.ARTIFACTS || ".";
+const T = 20_000; // per-expectation timeout; generous for a loaded 2-core machine
+
+// api calls the daemon directly, to check what the UI did.
+async function api(method, path, body, headers = {}) {
+  const h = { ...headers };
+  if (token) h.Authorization = `Bearer ${token}`;
+  const res = await fetch(base + path, { method, body, headers: h });
+  const text = await res.text();
+  return { status: res.status, text, json: () => JSON.parse(text) };
+}
+
+const userDataDir = mkdtempSync(join(tmpdir(), "ui-e2e-chromium-"));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  viewport: { width: 1280, height: 800 },
+  acceptDownloads: true,
+});
+const page = context.pages()[0] || await context.newPage();
+page.setDefaultTimeout(T);
+const pageErrors = [];
+page.on("pageerror", (e) => pageErrors.push(e));
+page.on("console", (m) => { if (m.type() === "error") console.log(`console: ${m.text()}`); });
+
+const shot = (name) => page.screenshot({ path: join(artifacts, `ui-${name}.png`) });
+const step = (s) => console.log(`-- ${s}`);
+
+async function openUI(path, { tokenInURL = false } = {}) {
+  if (token && tokenInURL) {
+    await page.goto(`${base}${path}?token=${encodeURIComponent(token)}`);
+    await page.locator("#health", { hasText: "connected" }).waitFor();
+    assert.equal(new URL(page.url()).search, "", "the token is removed from the address bar");
+    assert.equal(await page.inputValue("#token-input"), token);
+    return;
+  }
+  await page.goto(`${base}${path}`);
+  if (token) {
+    // Without the token the daemon says so, and the UI passes that on.
+    await page.locator("#health", { hasText: "token needed" }).waitFor();
+    await page.locator("#banner", { hasText: "requires a bearer token" }).waitFor();
+    await page.fill("#token-input", token);
+    await page.click("#token-apply");
+  }
+  await page.locator("#health", { hasText: "connected" }).waitFor();
+}
+
+async function prompt(text) {
+  await page.fill("textarea.prompt", text);
+  await page.press("textarea.prompt", "Enter");
+}
+
+const agentText = (text) => page.locator(".transcript .msg.agent .text", { hasText: text });
+
+async function sessions() {
+  step("open /ui/ and start a mock session");
+  await openUI("/ui/");
+  await page.locator("#agent-select option[value=mock]").waitFor({ state: "attached" });
+  await page.selectOption("#agent-select", "mock");
+  await page.click("#start-session");
+  await page.locator(".session-tab").first().waitFor();
+  await page.locator(".transcript .note", { hasText: "opened in" }).waitFor();
+  const serverId = await page.locator(".instance").getAttribute("data-server-id");
+  assert.match(serverId, /^ui-mock-/);
+  await page.locator(".stream-state", { hasText: "live" }).waitFor();
+
+  step("send a message and see the reply");
+  await prompt("hello there");
+  await page.locator(".transcript .msg.user", { hasText: "hello there" }).waitFor();
+  await agentText("mock: hello there").waitFor();
+  await page.locator(".turn-end[data-stop-reason=end_turn]").first().waitFor();
+
+  step("raw envelopes carry their sequence numbers");
+  await page.locator(".raw-entry.in .kind", { hasText: "session/update · agent_message_chunk" }).first().waitFor();
+  const seqs = await page.locator(".raw-entry.in[data-seq]").evaluateAll((els) => els.map((e) => e.dataset.seq).filter(Boolean).map(Number));
+  assert.ok(seqs.length >= 4, `raw seqs ${seqs}`);
+  assert.deepEqual(seqs, seqs.slice().sort((a, b) => a - b), "seqs ascending");
+  assert.equal(seqs[0], 1, "stream read from the first event");
+
+  step("answer a permission request");
+  await prompt("permission please");
+  const card = page.locator(".card.permission");
+  await card.waitFor();
+  await shot("permission");
+  await card.locator("button[data-option=allow]").click();
+  await card.locator(".perm-status", { hasText: "answered: Allow" }).waitFor();
+  await agentText("mock: permission selected allow").waitFor();
+
+  step("tool calls, plans and thoughts are decoded");
+  await prompt("tool please");
+  await page.locator(".card.tool .status", { hasText: "completed" }).waitFor();
+  await prompt("plan please");
+  await page.locator(".card.plan li", { hasText: "write the fix" }).waitFor();
+  await prompt("think hard");
+  await page.locator(".transcript .msg.thought", { hasText: "mock: thinking about hard" }).waitFor();
+  await agentText("mock: think hard").waitFor();
+  await shot("sessions");
+
+  step("reconnect resumes after the last event id: nothing lost, nothing twice");
+  const before = await page.locator(".raw-entry.in[data-seq]").count();
+  await page.click("button.reconnect");
+  await page.locator(".stream-state", { hasText: "live" }).waitFor();
+  await prompt("after reconnect");
+  await agentText("mock: after reconnect").waitFor();
+  assert.equal(await agentText("mock: hello there").count(), 1, "no replayed duplicates");
+  const all = await page.locator(".raw-entry.in[data-seq]").evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
+  assert.ok(all.length > before, "new events after the reconnect");
+  all.forEach((s, i) => assert.equal(s, i + 1, `seq ${i + 1} seen exactly once in order`));
+
+  step("cancel a turn");
+  await prompt("slow 30000");
+  await page.locator("button.cancel-turn:not([disabled])").waitFor();
+  await page.locator(".raw-entry.out").last().locator(".status", { hasText: "202" }).waitFor();
+  // A cancel that reaches the agent before it has started the turn has
+  // nothing to cancel; a person presses again, and so does this test.
+  const cancelled = page.locator(".turn-end[data-stop-reason=cancelled]");
+  for (let i = 0; ; i++) {
+    await page.click("button.cancel-turn");
+    try {
+      await cancelled.waitFor({ timeout: 3000 });
+      break;
+    } catch (e) {
+      if (i === 4) throw e;
+    }
+  }
+
+  step("errors are shown from the problem detail");
+  await page.click(".raw-composer summary");
+  await page.fill(".raw-composer textarea", "[1,2]");
+  await page.click(".raw-composer button");
+  await page.locator(".raw-send-result .error", { hasText: "request body must be a JSON-RPC object" }).waitFor();
+
+  step("an agent that exits fails the pending turn and says so");
+  await prompt("exit 3");
+  await page.locator(".transcript .note.bad", { hasText: "agent process exited (failure, code 3)" }).waitFor();
+  await page.locator(".transcript .error", { hasText: "agent process stopped before responding" }).waitFor();
+  await page.locator(".instance-head .badge", { hasText: "exited" }).waitFor();
+
+  step("delete the instance");
+  await page.click("button.delete");
+  await page.locator(`.instance-list li[data-server-id="${serverId}"]`).waitFor({ state: "detached" });
+  const list = (await api("GET", "/v1/acp")).json();
+  assert.equal(list.servers.filter((s) => s.serverId === serverId).length, 0, JSON.stringify(list));
+
+  step("attach to an instance another client started");
+  const other = "other-client";
+  const init = await api("POST", `/v1/acp/${other}?agent=mock`, '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}',
+    { "Content-Type": "application/json" });
+  assert.equal(init.status, 200, init.text);
+  await page.click(".instances .list-head button");
+  await page.locator(`.instance-list li[data-server-id="${other}"] button`).click();
+  await page.locator(`.instance[data-server-id="${other}"] .raw-entry[data-seq="1"] .kind`, { hasText: "result for id 1" }).waitFor();
+  await page.click(`.instance[data-server-id="${other}"] button.new-session`);
+  await page.locator(`.instance[data-server-id="${other}"] .transcript .note`, { hasText: "opened in" }).waitFor();
+  await prompt("attached hello");
+  await agentText("mock: attached hello").waitFor();
+  await page.click(`.instance[data-server-id="${other}"] button.delete`);
+  await page.locator(`.instance-list li[data-server-id="${other}"]`).waitFor({ state: "detached" });
+}
+
+async function agents() {
+  step("agents catalogue");
+  await openUI("/ui/agents", { tokenInURL: true });
+  const direct = await api("GET", "/v1/agents?config=true");
+  const row = page.locator("tr[data-agent=mock]");
+  await row.waitFor();
+  if (direct.status === 404) {
+    // The catalogue route is not there: the UI says so and still lists the known ids.
+    await page.locator(".notice", { hasText: "agent catalogue is not available" }).waitFor();
+    console.log("GET /v1/agents answered 404: checked the degraded view only");
+    await shot("agents");
+    return;
+  }
+  assert.equal(direct.status, 200, direct.text);
+  await row.locator(".badge", { hasText: /yes|no/ }).first().waitFor();
+  await row.locator("button.install").click();
+  const status = row.locator(".install-status");
+  await status.locator(".ok, .error").first().waitFor();
+  const text = await status.innerText();
+  assert.match(text, /installed/, text);
+  await shot("agents");
+}
+
+// tar builds a ustar archive of {name, data} files.
+function tar(files) {
+  const blocks = [];
+  for (const f of files) {
+    const data = Buffer.from(f.data);
+    const hdr = Buffer.alloc(512);
+    hdr.write(f.name, 0, 100);
+    hdr.write("0000644\0", 100);
+    hdr.write("0000000\0", 108);
+    hdr.write("0000000\0", 116);
+    hdr.write(data.length.toString(8).padStart(11, "0") + "\0", 124);
+    hdr.write(Math.floor(Date.now() / 1000).toString(8).padStart(11, "0") + "\0", 136);
+    hdr.write("        ", 148);
+    hdr.write("0", 156);
+    hdr.write("ustar\0", 257);
+    hdr.write("00", 263);
+    let sum = 0;
+    for (const b of hdr) sum += b;
+    hdr.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+    blocks.push(hdr, data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return Buffer.concat(blocks);
+}
+
+async function files() {
+  step("browse the home directory");
+  await openUI("/ui/files");
+  await page.locator(".fs-status", { hasText: /entr(y|ies)/ }).waitFor();
+  const home = await page.inputValue("#fs-path");
+  assert.ok(home.startsWith("/"), `absolute path shown: ${home}`);
+
+  step("upload a file and view it");
+  await page.setInputFiles("#upload-files", { name: "hello.txt", mimeType: "text/plain", buffer: Buffer.from("hello from the inspector\n") });
+  await page.locator(".fs-status", { hasText: "uploaded hello.txt" }).waitFor();
+  await page.locator('tr[data-name="hello.txt"] .entry-name').click();
+  await page.locator(".viewer .file-content", { hasText: "hello from the inspector" }).waitFor();
+  const got = await api("GET", `/v1/fs/file?path=${encodeURIComponent(home + "/hello.txt")}`);
+  assert.equal(got.text, "hello from the inspector\n");
+
+  step("download it");
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click(".viewer-head button")]);
+  assert.equal(download.suggestedFilename(), "hello.txt");
+
+  step("upload a tar batch");
+  await page.setInputFiles("#upload-tar", { name: "batch.tar", mimeType: "application/x-tar",
+    buffer: tar([{ name: "batch/a.txt", data: "file a\n" }, { name: "batch/sub/b.txt", data: "file b\n" }]) });
+  await page.locator(".fs-status", { hasText: "from batch.tar" }).waitFor();
+  await page.locator('tr[data-name="batch"] .entry-name').click();
+  await page.locator('tr[data-name="sub"]').waitFor();
+  await page.locator('tr[data-name="a.txt"] .entry-name').click();
+  await page.locator(".viewer .file-content", { hasText: "file a" }).waitFor();
+  await page.click("text=Up");
+  await page.locator('tr[data-name="hello.txt"]').waitFor();
+
+  step("create a folder, move a file into it, delete it");
+  await page.fill("#mkdir-name", "made");
+  await page.press("#mkdir-name", "Enter");
+  await page.locator('tr[data-name="made"][data-type=directory]').waitFor();
+  await page.locator('tr[data-name="hello.txt"] button', { hasText: "Move" }).click();
+  await page.fill('tr[data-name="hello.txt"] input.move-to', `${home}/made/moved.txt`);
+  await page.locator('tr[data-name="hello.txt"] button', { hasText: "OK" }).click();
+  await page.locator('tr[data-name="hello.txt"]').waitFor({ state: "detached" });
+  await shot("files");
+  await page.locator('tr[data-name="made"] .entry-name').click();
+  await page.locator('tr[data-name="moved.txt"]').waitFor();
+  const del = page.locator('tr[data-name="moved.txt"] button', { hasText: "Delete" });
+  await del.click();
+  await page.locator('tr[data-name="moved.txt"] button', { hasText: "Really delete?" }).click();
+  await page.locator('tr[data-name="moved.txt"]').waitFor({ state: "detached" });
+  assert.equal((await api("GET", `/v1/fs/stat?path=${encodeURIComponent(home + "/made/moved.txt")}`)).status, 400);
+
+  step("errors come from the problem detail");
+  await page.fill("#fs-path", `${home}/no-such-dir`);
+  await page.press("#fs-path", "Enter");
+  await page.locator(".fs-status .error", { hasText: "path not found" }).waitFor();
+}
+
+async function config() {
+  step("MCP entry: save, list, load, delete");
+  await openUI("/ui/config");
+  await page.waitForFunction(() => document.querySelector("#cfg-dir").value.startsWith("/"));
+  const dir = await page.inputValue("#cfg-dir");
+  await page.fill("#cfg-name", "everything");
+  await page.click("#cfg-save");
+  await page.locator(".cfg-status", { hasText: 'saved MCP server entry "everything"' }).waitFor();
+  const got = await api("GET", `/v1/config/mcp?directory=${encodeURIComponent(dir)}&mcpName=everything`);
+  assert.equal(got.status, 200, got.text);
+  assert.equal(got.json().type, "local");
+  await page.locator(".known-list li", { hasText: "everything" }).waitFor();
+
+  await page.fill("#cfg-editor", "{ not json");
+  await page.click("#cfg-save");
+  await page.locator(".cfg-status .error", { hasText: "not valid JSON" }).waitFor();
+  await page.click("#cfg-load");
+  await page.waitForFunction(() => document.querySelector("#cfg-editor").value.includes('"type": "local"'));
+
+  step("skills entry");
+  await page.selectOption("#cfg-kind", "skills");
+  await page.fill("#cfg-name", "team");
+  await page.click("#cfg-save");
+  await page.locator(".cfg-status", { hasText: 'saved Skills entry "team"' }).waitFor();
+  await shot("config");
+
+  step("delete, then loading says there is no entry");
+  await page.selectOption("#cfg-kind", "mcp");
+  await page.fill("#cfg-name", "everything");
+  await page.click("#cfg-delete");
+  await page.locator(".cfg-status", { hasText: "deleted" }).waitFor();
+  await page.click("#cfg-load");
+  await page.locator(".cfg-status .notice", { hasText: 'No MCP server entry "everything"' }).waitFor();
+  assert.equal((await api("GET", `/v1/config/mcp?directory=${encodeURIComponent(dir)}&mcpName=everything`)).status, 404);
+}
+
+// requireRoute fails at once, saying why, when the daemon lacks a route
+// family the scenario needs (rather than timing out in the page).
+async function requireRoute(path, what) {
+  const r = await api("GET", path);
+  if (r.status === 404 && r.text.includes("endpoint not found")) {
+    throw new Error(`the daemon does not serve ${what} (GET ${path} answered 404 endpoint not found); this scenario needs those routes`);
+  }
+}
+
+const needs = {
+  files: () => requireRoute("/v1/fs/stat?path=.", "the file routes /v1/fs/*"),
+  config: async () => {
+    await requireRoute("/v1/fs/stat?path=.", "the file routes /v1/fs/*");
+    await requireRoute("/v1/config/mcp?directory=.&mcpName=probe", "the config routes /v1/config/*");
+  },
+};
+
+const scenarios = { sessions, agents, files, config };
+let failed = null;
+try {
+  await needs[scenario]?.();
+  await scenarios[scenario]();
+  assert.deepEqual(pageErrors.map(String), [], "uncaught errors in the page");
+  console.log(`ok: ${scenario}`);
+} catch (e) {
+  failed = e;
+  await shot(`${scenario}-failure`).catch(() => {});
+  console.error(`FAILED (${scenario}): ${e.stack || e}`);
+  if (pageErrors.length) console.error(`page errors: ${pageErrors.join("\n")}`);
+} finally {
+  await context.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

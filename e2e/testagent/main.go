@@ -1,0 +1,115 @@
+// Command testagent is a tiny stdio JSON-RPC peer for the e2e tests: it
+// answers with what it received, so tests can check the daemon's byte pipe
+// in both directions and drive failure modes the mock agent does not have.
+//
+//	request "hash"           → {"bytes": <line length>, "sha256": <hex of the line>}
+//	request "garbage"        → writes a non-JSON line, then answers {}
+//	request "hang"           → never answers
+//	request "wedge"          → stops reading stdin forever, never answers
+//	request anything else    → {"echoedMethod": ...} after params.delayMs
+//	notification "echo"      → the same line, unchanged, back on stdout
+//	notification "burst"     → params.n notifications {"method":"tick","params":{"i":k}}
+//	notification "exit"      → exits with params.code
+//	notification "spawn"     → starts a grandchild (sleep) that ignores SIGTERM, writes its pid
+//
+// Stdin lines are read without a length limit.
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var out = bufio.NewWriterSize(os.Stdout, 64<<10)
+var mu sync.Mutex
+
+func write(line []byte) {
+	mu.Lock()
+	defer mu.Unlock()
+	out.Write(line)
+	out.WriteByte('\n')
+	out.Flush()
+}
+
+func main() {
+	in := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		line, err := in.ReadBytes('\n')
+		if len(line) > 1 {
+			handle(line[:len(line)-1])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func handle(line []byte) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Code    int `json:"code"`
+			N       int `json:"n"`
+			DelayMs int `json:"delayMs"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(line, &msg); err != nil {
+		fmt.Fprintln(os.Stderr, "testagent: bad line:", err)
+		return
+	}
+	reply := func(result string) {
+		write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":` + result + `}`))
+	}
+	if msg.ID == nil {
+		switch msg.Method {
+		case "echo":
+			write(line)
+		case "burst":
+			for i := 1; i <= msg.Params.N; i++ {
+				write([]byte(`{"jsonrpc":"2.0","method":"tick","params":{"i":` + strconv.Itoa(i) + `}}`))
+			}
+		case "exit":
+			fmt.Fprintln(os.Stderr, "testagent: exiting with", msg.Params.Code)
+			os.Exit(msg.Params.Code)
+		case "spawn":
+			cmd := exec.Command("sh", "-c", `trap "" TERM; while :; do sleep 1; done`)
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, "testagent: spawn:", err)
+				return
+			}
+			write([]byte(`{"jsonrpc":"2.0","method":"spawned","params":{"pid":` + strconv.Itoa(cmd.Process.Pid) + `}}`))
+		case "ignore-term":
+			signalIgnoreTerm()
+		}
+		return
+	}
+	switch msg.Method {
+	case "hash":
+		sum := sha256.Sum256(line)
+		reply(`{"bytes":` + strconv.Itoa(len(line)) + `,"sha256":"` + hex.EncodeToString(sum[:]) + `"}`)
+	case "garbage":
+		write([]byte("this is not json"))
+		reply(`{}`)
+	case "hang":
+	case "wedge":
+		select {} // stop reading stdin; the daemon's writes must give up
+	default:
+		go func() {
+			time.Sleep(time.Duration(msg.Params.DelayMs) * time.Millisecond)
+			m, _ := json.Marshal(msg.Method)
+			reply(`{"echoedMethod":` + string(m) + `}`)
+		}()
+	}
+}
+
+func signalIgnoreTerm() { signalIgnore(syscall.SIGTERM) }

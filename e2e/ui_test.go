@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// requireChromium finds Debian's Chromium. Browser tests are part of the
+// suite: without the browser they fail, saying what to install.
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CHROMIUM=%s: %v (unset it to use Debian's chromium package: apt-get install chromium)", p, err)
+		}
+		return p
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	t.Fatal("the inspector's browser tests need Chromium, which is missing: not at /usr/bin/chromium nor on PATH. " +
+		"Install Debian's package with `apt-get update && apt-get install -y chromium` (.ci/run does), or set CHROMIUM to a Chromium binary.")
+	return ""
+}
+
+// TestUI drives the inspector at /ui/ in headless Chromium against the
+// built daemon and its mock agent (e2e/js/ui.mjs); screenshots go to
+// e2e/artifacts/ui-*.png.
+func TestUI(t *testing.T) {
+	browser := requireChromium(t)
+	artifacts, err := filepath.Abs("artifacts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T, scenario string, args ...string) {
+		d := startDaemon(t, daemonOpts{Args: args})
+		env := []string{"BASE_URL=" + d.URL, "SCENARIO=" + scenario, "CHROMIUM=" + browser, "ARTIFACTS=" + artifacts}
+		for i, a := range args {
+			if a == "--token" && i+1 < len(args) {
+				env = append(env, "TOKEN="+args[i+1])
+			}
+		}
+		runNode(t, "ui.mjs", 120*time.Second, env...)
+	}
+	// Sessions run against a daemon with a token: the page itself loads
+	// without one, and every request, the SSE stream included, carries it.
+	t.Run("sessions", func(t *testing.T) { run(t, "sessions", "--token", "ui-s3cret") })
+	// The agents scenario passes the token in the URL, as the TypeScript
+	// SDK's buildInspectorUrl does (/ui/?token=...).
+	t.Run("agents", func(t *testing.T) { run(t, "agents", "--token", "ui-t0ken") })
+	t.Run("files", func(t *testing.T) { run(t, "files") })
+	t.Run("config", func(t *testing.T) { run(t, "config") })
+}

@@ -1,0 +1,128 @@
+package abi
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+func TestRequestRoundTrip(t *testing.T) {
+	tests := []domain.AuthRequest{
+		{},
+		{Method: "GET", Route: "/v1/health", OperationID: "get_v1_health", Path: "/v1/health", RemoteAddr: "[::1]:9"},
+		{
+			Method: "POST", Route: "/v1/acp/{server_id}", OperationID: "post_v1_acp", Path: "/v1/acp/a%2Fb",
+			Query:    map[string][]string{"agent": {"mock"}, "z": {"", "2"}},
+			Headers:  map[string][]string{"authorization": {"Bearer x"}, "x-multi": {"1", "2", "3"}, "x-utf8": {"é\x00\xff"}},
+			ServerID: "a/b", Agent: "mock",
+			RPC: &domain.RPCInfo{Kind: "notification", Method: "session/cancel"},
+		},
+		{RPC: &domain.RPCInfo{Kind: "response", ID: "null"}},
+	}
+	for i, want := range tests {
+		v, err := ParseRequest(AppendRequest([]byte("prefix"), &want)[len("prefix"):])
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if got := v.AuthRequest(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d: got %+v\nwant %+v", i, got, want)
+		}
+	}
+}
+
+func TestRequestOrder(t *testing.T) {
+	r := domain.AuthRequest{Headers: map[string][]string{"b": {"2", "1"}, "a": {"x"}}}
+	v, _ := ParseRequest(AppendRequest(nil, &r))
+	var got []string
+	for i := range v.NumHeaders() {
+		k, val := v.HeaderAt(i)
+		got = append(got, string(k)+"="+string(val))
+	}
+	if want := []string{"a=x", "b=2", "b=1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v (names sorted, values in order)", got, want)
+	}
+}
+
+// A record from a newer host with more fields still reads; one from an
+// older host with fewer reads the missing fields as empty.
+func TestRequestFieldCount(t *testing.T) {
+	r := domain.AuthRequest{Method: "GET", Agent: "mock"}
+	b := AppendRequest(nil, &r)
+	v, _ := ParseRequest(b)
+	if got := string(v.Field(NumFields + 3)); got != "" {
+		t.Errorf("unknown field read %q", got)
+	}
+	le.PutUint32(b, 2) // pretend only method and route exist
+	v, err := ParseRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(v.Field(FieldMethod)) != "GET" || v.Field(FieldAgent) != nil {
+		t.Errorf("short table: method %q agent %q", v.Field(FieldMethod), v.Field(FieldAgent))
+	}
+}
+
+func FuzzRequestRoundTrip(f *testing.F) {
+	f.Add("GET", "/v1/fs/file", "authorization", "Bearer t", "path", "/tmp/x", "terminal/create")
+	f.Fuzz(func(t *testing.T, method, path, hk, hv, qk, qv, rpcMethod string) {
+		want := domain.AuthRequest{
+			Method: method, Path: path,
+			Headers: map[string][]string{hk: {hv}},
+			Query:   map[string][]string{qk: {qv, hv}},
+			RPC:     &domain.RPCInfo{Kind: "request", Method: rpcMethod},
+		}
+		v, err := ParseRequest(AppendRequest(nil, &want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.AuthRequest(); !reflect.DeepEqual(got, want) {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	})
+}
+
+// Any bytes parse or fail cleanly, and every accessor stays in bounds.
+func FuzzParseRequest(f *testing.F) {
+	f.Add(AppendRequest(nil, &domain.AuthRequest{Method: "GET", Headers: map[string][]string{"a": {"b"}}}))
+	f.Add([]byte{10, 0, 0, 0, 255, 255, 255, 255, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := ParseRequest(b)
+		if err != nil {
+			return
+		}
+		_ = v.AuthRequest()
+	})
+}
+
+func TestAnswerRoundTrip(t *testing.T) {
+	for _, d := range []domain.Decision{
+		{Allow: true},
+		{Status: 403, Message: "no"},
+		{Status: 0},
+		{Status: 429, Message: "slow down ü"},
+	} {
+		got, failure, err := ParseAnswer(AppendDecision(nil, d))
+		if err != nil || failure != "" || got != d {
+			t.Errorf("%+v: got %+v, %q, %v", d, got, failure, err)
+		}
+	}
+	if _, failure, err := ParseAnswer(AppendError(nil, "boom")); err != nil || failure != "boom" {
+		t.Errorf("error answer: %q, %v", failure, err)
+	}
+	if _, failure, _ := ParseAnswer(AppendError(nil, "")); failure == "" {
+		t.Error("an empty error answer must still be a failure")
+	}
+	for _, bad := range [][]byte{nil, {1, 0, 0}, {9, 0, 0, 0, 0, 0, 0, 0}} {
+		if _, _, err := ParseAnswer(bad); err == nil {
+			t.Errorf("%v parsed", bad)
+		}
+	}
+}
+
+func TestPack(t *testing.T) {
+	p, n := Unpack(Pack(0xdeadbeef, 42))
+	if p != 0xdeadbeef || n != 42 {
+		t.Errorf("got %x %d", p, n)
+	}
+}

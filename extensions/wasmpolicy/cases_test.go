@@ -1,0 +1,56 @@
+package wasmpolicy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRunCases(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cases.json")
+	doc := `[
+	  {"name": "plain allow", "request": {"method": "GET", "path": "/v1/health"}, "want": {"allow": true}},
+	  {"name": "header deny", "request": {"method": "GET", "headers": {"X-Fixture": ["deny"]}}, "want": {"allow": false, "status": 451, "message": "fixture says no"}},
+	  {"name": "config deny", "config": {"default": "status0"}, "request": {"method": "GET"}, "want": {"allow": false, "status": 403}},
+	  {"name": "wrong expectation", "request": {"method": "GET"}, "want": {"allow": false}},
+	  {"request": {"method": "GET", "headers": {"x-fixture": ["deny"]}}, "want": {"allow": false, "status": 400}}
+	]`
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases, err := ReadCases(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	failed, err := testHost(t).RunCases(context.Background(), Spec{Path: fixtureWasm, CallTimeout: relaxed}, cases, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `ok    plain allow
+ok    header deny
+ok    config deny
+FAIL  wrong expectation: got allow, want deny
+FAIL  case 5: got deny 451 "fixture says no", want deny 400
+`
+	if failed != 2 || out.String() != want {
+		t.Errorf("failed %d, output:\n%s\nwant:\n%s", failed, out.String(), want)
+	}
+}
+
+func TestReadCasesRejects(t *testing.T) {
+	dir := t.TempDir()
+	for name, doc := range map[string]string{
+		"unknown field": `[{"name": "x", "request": {}, "want": {"allow": true}, "wnat": 1}]`,
+		"not a list":    `{"name": "x"}`,
+	} {
+		p := filepath.Join(dir, "c.json")
+		os.WriteFile(p, []byte(doc), 0o600)
+		if _, err := ReadCases(p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

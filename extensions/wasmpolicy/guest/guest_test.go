@@ -1,0 +1,111 @@
+package guest
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/abi"
+)
+
+var sample = domain.AuthRequest{
+	Method: "POST", Route: "/v1/acp/{server_id}", OperationID: "post_v1_acp", Path: "/v1/acp/s",
+	Query:      map[string][]string{"agent": {"mock", "other"}},
+	Headers:    map[string][]string{"authorization": {"bearer  tok "}, "x-a": {"1", "2"}},
+	RemoteAddr: "127.0.0.1:5", ServerID: "s", Agent: "mock",
+	RPC: &domain.RPCInfo{Kind: "request", ID: "1", Method: "terminal/create"},
+}
+
+func TestRequestAccessors(t *testing.T) {
+	r := NewRequest(sample)
+	rpc, ok := r.RPC()
+	got := []any{r.Method(), r.Route(), r.OperationID(), r.Path(), r.RemoteAddr(), r.ServerID(), r.Agent(),
+		rpc, ok, r.RPCMethod(), r.Header("X-A"), r.HeaderValues("x-a"), r.Header("missing"),
+		r.Query("agent"), r.Query("Agent"), r.Bearer()}
+	want := []any{"POST", "/v1/acp/{server_id}", "post_v1_acp", "/v1/acp/s", "127.0.0.1:5", "s", "mock",
+		*sample.RPC, true, "terminal/create", "1", []string{"1", "2"}, "",
+		"mock", "", "tok"}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("accessor %d: got %#v, want %#v", i, got[i], want[i])
+		}
+	}
+	if full := r.AuthRequest(); !reflect.DeepEqual(full, sample) {
+		t.Errorf("AuthRequest: got %+v", full)
+	}
+	if _, ok := NewRequest(domain.AuthRequest{}).RPC(); ok {
+		t.Error("RPC reported for a request without one")
+	}
+}
+
+func TestBearer(t *testing.T) {
+	for h, want := range map[string]string{"Bearer abc": "abc", "Basic abc": "", "Bearer": "", "": "", "BEARER x": "x"} {
+		r := NewRequest(domain.AuthRequest{Headers: map[string][]string{"authorization": {h}}})
+		if got := r.Bearer(); got != want {
+			t.Errorf("%q: got %q, want %q", h, got, want)
+		}
+	}
+}
+
+type testPolicy struct {
+	configured []byte
+	err        error
+	decide     func(*Request) domain.Decision
+}
+
+func (p *testPolicy) Configure(b []byte) error             { p.configured = b; return p.err }
+func (p *testPolicy) Authorize(r *Request) domain.Decision { return p.decide(r) }
+
+func TestHandlers(t *testing.T) {
+	defer Register(nil)
+	Register(nil)
+	if got := string(handleInit(nil)); got == "" {
+		t.Error("init without a registered policy succeeded")
+	}
+
+	p := &testPolicy{decide: func(r *Request) domain.Decision {
+		if r.Agent() == "mock" {
+			return Allow()
+		}
+		return Deny(403, "agent "+r.Agent())
+	}}
+	Register(p)
+	if got := handleInit(nil); got != nil || string(p.configured) != "null" {
+		t.Errorf("init: %q, configured %q", got, p.configured)
+	}
+	p.err = errors.New("bad config")
+	if got := string(handleInit([]byte(`{}`))); got != "bad config" {
+		t.Errorf("init error: %q", got)
+	}
+
+	record := abi.AppendRequest(nil, &sample)
+	if d, failure, err := abi.ParseAnswer(handleAuthorize(record, nil)); err != nil || failure != "" || !d.Allow {
+		t.Errorf("allow: %+v %q %v", d, failure, err)
+	}
+	other := sample
+	other.Agent = "claude"
+	d, _, _ := abi.ParseAnswer(handleAuthorize(abi.AppendRequest(nil, &other), nil))
+	if d != (domain.Decision{Status: 403, Message: "agent claude"}) {
+		t.Errorf("deny: %+v", d)
+	}
+	if _, failure, _ := abi.ParseAnswer(handleAuthorize([]byte{1}, nil)); failure == "" {
+		t.Error("a malformed record was decided")
+	}
+}
+
+// BenchmarkAllow is the SDK's own share of a decision, natively.
+func BenchmarkAllow(b *testing.B) {
+	defer Register(nil)
+	Register(&testPolicy{decide: func(r *Request) domain.Decision {
+		if r.Bearer() == "" {
+			return Deny(401, "no token")
+		}
+		return Allow()
+	}})
+	record := abi.AppendRequest(nil, &sample)
+	out := make([]byte, 0, 64)
+	for b.Loop() {
+		out = handleAuthorize(record, out[:0])
+	}
+}

@@ -1,0 +1,114 @@
+package guest
+
+import (
+	"strings"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/abi"
+)
+
+// Request is the request being decided. It reads the host's record in
+// place: each accessor copies just what it returns, so a policy pays only
+// for the fields it looks at (decoding everything up front costs tens of
+// microseconds inside a Go wasm guest). A Request is valid only during the
+// Authorize call it was passed to; keep the strings, not the Request.
+type Request struct {
+	v abi.RequestView
+}
+
+// NewRequest builds a Request from a domain.AuthRequest, for testing
+// policies natively.
+func NewRequest(r domain.AuthRequest) *Request {
+	v, err := abi.ParseRequest(abi.AppendRequest(nil, &r))
+	if err != nil {
+		panic(err) // AppendRequest always produces a valid record
+	}
+	return &Request{v: v}
+}
+
+func (r *Request) field(i int) string { return string(r.v.Field(i)) }
+
+// Method is the HTTP method.
+func (r *Request) Method() string { return r.field(abi.FieldMethod) }
+
+// Route is the route pattern, e.g. "/v1/acp/{server_id}".
+func (r *Request) Route() string { return r.field(abi.FieldRoute) }
+
+// OperationID is the OpenAPI operation, e.g. "post_v1_acp".
+func (r *Request) OperationID() string { return r.field(abi.FieldOperationID) }
+
+// Path is the request path.
+func (r *Request) Path() string { return r.field(abi.FieldPath) }
+
+// RemoteAddr is the client's address, host:port.
+func (r *Request) RemoteAddr() string { return r.field(abi.FieldRemoteAddr) }
+
+// ServerID is the ACP server id of /v1/acp/{server_id} routes.
+func (r *Request) ServerID() string { return r.field(abi.FieldServerID) }
+
+// Agent is the agent the request names (?agent= or /v1/agents/{agent}) or,
+// for an existing ACP server id, the agent it runs.
+func (r *Request) Agent() string { return r.field(abi.FieldAgent) }
+
+// RPC is what the host peeked from an ACP POST body; ok is false for every
+// other request.
+func (r *Request) RPC() (info domain.RPCInfo, ok bool) {
+	kind := r.field(abi.FieldRPCKind)
+	if kind == "" {
+		return info, false
+	}
+	return domain.RPCInfo{Kind: kind, ID: r.field(abi.FieldRPCID), Method: r.field(abi.FieldRPCMethod)}, true
+}
+
+// RPCMethod is the JSON-RPC method of an ACP POST ("" for responses and for
+// other requests).
+func (r *Request) RPCMethod() string { return r.field(abi.FieldRPCMethod) }
+
+// Header returns the first value of the named header (any case), or "".
+func (r *Request) Header(name string) string {
+	name = strings.ToLower(name)
+	for i := range r.v.NumHeaders() {
+		k, v := r.v.HeaderAt(i)
+		if string(k) == name {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// HeaderValues returns every value of the named header (any case).
+func (r *Request) HeaderValues(name string) []string {
+	name = strings.ToLower(name)
+	var out []string
+	for i := range r.v.NumHeaders() {
+		if k, v := r.v.HeaderAt(i); string(k) == name {
+			out = append(out, string(v))
+		}
+	}
+	return out
+}
+
+// Query returns the first value of the named query parameter, or "".
+func (r *Request) Query(name string) string {
+	for i := range r.v.NumQuery() {
+		if k, v := r.v.QueryAt(i); string(k) == name {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// Bearer returns the token of an "Authorization: Bearer <token>" header,
+// or "" when there is none.
+func (r *Request) Bearer() string {
+	const prefix = "bearer "
+	h := r.Header("authorization")
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return ""
+	}
+	return strings.TrimSpace(h[len(prefix):])
+}
+
+// AuthRequest copies the whole request into a domain.AuthRequest. It is
+// the convenient, slower way in: it allocates every field.
+func (r *Request) AuthRequest() domain.AuthRequest { return r.v.AuthRequest() }

@@ -1,0 +1,190 @@
+package wasmpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/abi"
+)
+
+// instance is one instantiated module. It serves one call at a time (the
+// pool hands it to one caller) and is never used again once broken.
+type instance struct {
+	mod    api.Module
+	mem    api.Memory
+	alloc  api.Function
+	decide api.Function
+	logs   *lineLogger
+
+	// The input buffer the guest handed out by policy_alloc.
+	inPtr, inCap uint32
+	stack        [2]uint64
+	// broken is set after a trap, a timeout, or an answer that could not be
+	// read: the instance's state is unknown and it must be thrown away.
+	broken bool
+}
+
+// newInstance instantiates the module (running _initialize for WASI
+// reactors), checks its ABI version and configures the policy.
+func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.spec.InitTimeout)
+	defer cancel()
+	logs := &lineLogger{logger: p.logger}
+	mod, err := p.rt.InstantiateModule(ctx, p.code, p.modCfg.WithStdout(logs.stream("stdout")).WithStderr(logs.stream("stderr")))
+	if err != nil {
+		return nil, fmt.Errorf("start instance: %w", describe(err))
+	}
+	in := &instance{
+		mod:    mod,
+		mem:    mod.Memory(),
+		alloc:  mod.ExportedFunction(abi.ExportAlloc),
+		decide: mod.ExportedFunction(abi.ExportAuthorize),
+		logs:   logs,
+	}
+	if err := in.setup(ctx, p.config); err != nil {
+		in.close()
+		return nil, err
+	}
+	return in, nil
+}
+
+func (in *instance) setup(ctx context.Context, config []byte) error {
+	res, err := in.mod.ExportedFunction(abi.ExportVersion).Call(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", abi.ExportVersion, describe(err))
+	}
+	if v := uint32(res[0]); v != abi.Version {
+		return fmt.Errorf("module was built for policy ABI v%d, but this daemon speaks ABI v%d; rebuild it with a matching SDK", v, abi.Version)
+	}
+	ptr, err := in.write(ctx, config)
+	if err != nil {
+		return err
+	}
+	in.stack = [2]uint64{uint64(ptr), uint64(len(config))}
+	if err := in.mod.ExportedFunction(abi.ExportInit).CallWithStack(ctx, in.stack[:]); err != nil {
+		return fmt.Errorf("%s: %w", abi.ExportInit, describe(err))
+	}
+	msg, err := in.read(in.stack[0])
+	if err != nil {
+		return err
+	}
+	if len(msg) > 0 {
+		return fmt.Errorf("configure: %s", truncate(string(msg)))
+	}
+	return nil
+}
+
+// write copies b into the guest's input buffer, growing it by policy_alloc
+// when needed, and returns its address.
+func (in *instance) write(ctx context.Context, b []byte) (uint32, error) {
+	if uint32(len(b)) > in.inCap || in.inCap == 0 {
+		size := max(uint32(len(b)), 2*in.inCap, 4096)
+		in.stack[0] = uint64(size)
+		if err := in.alloc.CallWithStack(ctx, in.stack[:]); err != nil {
+			in.broken = true
+			return 0, fmt.Errorf("%s: %w", abi.ExportAlloc, describe(err))
+		}
+		in.inPtr, in.inCap = uint32(in.stack[0]), size
+	}
+	if !in.mem.Write(in.inPtr, b) {
+		in.broken = true
+		return 0, fmt.Errorf("%s returned %d, outside the module's memory", abi.ExportAlloc, in.inPtr)
+	}
+	return in.inPtr, nil
+}
+
+// read returns the guest bytes a packed pointer and length designate. The
+// slice aliases guest memory: use it before the next call.
+func (in *instance) read(packed uint64) ([]byte, error) {
+	ptr, n := abi.Unpack(packed)
+	if n == 0 {
+		return nil, nil
+	}
+	b, ok := in.mem.Read(ptr, n)
+	if !ok {
+		in.broken = true
+		return nil, fmt.Errorf("answer at %d+%d lies outside the module's memory", ptr, n)
+	}
+	return b, nil
+}
+
+// maxMessage bounds the message a policy may send to a client.
+const maxMessage = 1024
+
+// authorize runs policy_authorize on one request record, bounded by
+// timeout. The request's own cancellation is not passed on: a client going
+// away must not cost an instance; only the time limit stops a call.
+func (in *instance) authorize(ctx context.Context, record []byte, timeout time.Duration) (domain.Decision, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	ptr, err := in.write(ctx, record)
+	if err != nil {
+		return domain.Decision{}, err
+	}
+	in.stack = [2]uint64{uint64(ptr), uint64(len(record))}
+	if err := in.decide.CallWithStack(ctx, in.stack[:]); err != nil {
+		in.broken = true
+		return domain.Decision{}, describe(err)
+	}
+	out, err := in.read(in.stack[0])
+	if err != nil {
+		return domain.Decision{}, err
+	}
+	d, failure, err := abi.ParseAnswer(out)
+	switch {
+	case err != nil:
+		return domain.Decision{}, err
+	case failure != "":
+		return domain.Decision{}, fmt.Errorf("policy error: %s", truncate(failure))
+	}
+	return normalise(d), nil
+}
+
+// normalise makes a deny renderable: a status outside 400-599 becomes 403,
+// an empty message "denied by policy", a long one is cut.
+func normalise(d domain.Decision) domain.Decision {
+	if d.Allow {
+		return domain.Decision{Allow: true}
+	}
+	if d.Status < 400 || d.Status > 599 {
+		d.Status = 403
+	}
+	if d.Message == "" {
+		d.Message = "denied by policy"
+	}
+	d.Message = truncate(d.Message)
+	return d
+}
+
+func truncate(s string) string {
+	if len(s) > maxMessage {
+		return s[:maxMessage]
+	}
+	return s
+}
+
+func (in *instance) close() {
+	_ = in.mod.Close(context.Background())
+	in.logs.flush()
+}
+
+// describe turns wazero's errors into what an operator can act on.
+func describe(err error) error {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return fmt.Errorf("time limit exceeded: %w", err)
+		case sys.ExitCodeContextCanceled:
+			return fmt.Errorf("cancelled: %w", err)
+		}
+		return fmt.Errorf("module exited with code %d (a Go panic or fatal error; see its stderr above)", exit.ExitCode())
+	}
+	return fmt.Errorf("trap: %w", err)
+}

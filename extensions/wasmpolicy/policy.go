@@ -1,0 +1,167 @@
+package wasmpolicy
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/abi"
+)
+
+// Policy is one loaded module with its pool of ready instances. Each policy
+// has its own wazero runtime, so its memory limit and its log tag are its
+// own; compiled code comes from the Host's shared cache.
+type Policy struct {
+	spec   Spec
+	config []byte
+	logger *slog.Logger
+	rt     wazero.Runtime
+	code   wazero.CompiledModule
+	modCfg wazero.ModuleConfig
+	pool   *pool
+}
+
+// Name is the policy's name, as used in logs.
+func (p *Policy) Name() string { return p.spec.Name }
+
+// LoadPolicy compiles one module, checks its exports and ABI version, and
+// starts a first instance, which also configures the policy: a module that
+// cannot serve is refused here rather than on the first request.
+func (h *Host) LoadPolicy(ctx context.Context, spec Spec) (*Policy, error) {
+	spec.fill()
+	fail := func(err error) (*Policy, error) { return nil, fmt.Errorf("policy %s: %w", spec.Name, err) }
+	wasm, err := os.ReadFile(spec.Path)
+	if err != nil {
+		return fail(fmt.Errorf("read module: %w", err))
+	}
+	config, err := spec.config()
+	if err != nil {
+		return fail(err)
+	}
+	if config == nil {
+		config = []byte("null")
+	}
+	p := &Policy{spec: spec, config: config, logger: h.logger.With("policy", spec.Name)}
+	pages := uint32(spec.MemoryMiB) * 16 // 64 KiB pages
+	p.rt = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCompilationCache(h.cache).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(pages))
+	if err := p.start(ctx, wasm); err != nil {
+		_ = p.rt.Close(ctx)
+		return fail(err)
+	}
+	return p, nil
+}
+
+func (p *Policy) start(ctx context.Context, wasm []byte) error {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, p.rt); err != nil {
+		return fmt.Errorf("wasi: %w", err)
+	}
+	if _, err := p.rt.NewHostModuleBuilder(abi.ImportModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(p.hostLog),
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
+		Export(abi.ImportLog).
+		Instantiate(ctx); err != nil {
+		return fmt.Errorf("host module: %w", err)
+	}
+	code, err := p.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return fmt.Errorf("compile: %w", err)
+	}
+	p.code = code
+	if err := checkExports(code); err != nil {
+		return err
+	}
+	p.modCfg = wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(abi.ExportInitialize).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader)
+	p.pool = newPool(p.spec.Instances, p.newInstance)
+	// The first instance proves the module can serve and stays in the pool.
+	in, err := p.newInstance(ctx)
+	if err != nil {
+		return err
+	}
+	p.pool.seed(in)
+	return nil
+}
+
+// checkExports refuses a module that lacks part of the ABI, before running
+// any of its code.
+func checkExports(code wazero.CompiledModule) error {
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	want := []struct {
+		name            string
+		params, results []api.ValueType
+	}{
+		{abi.ExportVersion, nil, []api.ValueType{i32}},
+		{abi.ExportAlloc, []api.ValueType{i32}, []api.ValueType{i32}},
+		{abi.ExportInit, []api.ValueType{i32, i32}, []api.ValueType{i64}},
+		{abi.ExportAuthorize, []api.ValueType{i32, i32}, []api.ValueType{i64}},
+	}
+	fns := code.ExportedFunctions()
+	for _, w := range want {
+		fn, ok := fns[w.name]
+		if !ok {
+			return fmt.Errorf("module does not export %s (not built with the policy SDK for ABI v%d?)", w.name, abi.Version)
+		}
+		if !sameTypes(fn.ParamTypes(), w.params) || !sameTypes(fn.ResultTypes(), w.results) {
+			return fmt.Errorf("export %s has the wrong signature", w.name)
+		}
+	}
+	if _, ok := code.ExportedMemories()[abi.ExportMemory]; !ok {
+		return fmt.Errorf("module does not export its memory as %q", abi.ExportMemory)
+	}
+	return nil
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// errPolicyClosed is returned by calls that reach a policy being closed.
+var errPolicyClosed = errors.New("policy closed")
+
+// decide runs the policy on one encoded request. An error means the policy
+// failed (its fail mode decides what that means), not that it denied.
+func (p *Policy) decide(ctx context.Context, req []byte) (domain.Decision, error) {
+	in, err := p.pool.get(ctx)
+	if err != nil {
+		return domain.Decision{}, err
+	}
+	d, err := in.authorize(ctx, req, p.spec.CallTimeout)
+	if in.broken {
+		p.pool.discard(in)
+	} else {
+		p.pool.put(in)
+	}
+	return d, err
+}
+
+// Close stops every instance and the policy's runtime. Calls still running
+// fail; the Set waits for them before closing its policies.
+func (p *Policy) Close(ctx context.Context) error {
+	if p.pool != nil {
+		p.pool.close()
+	}
+	return p.rt.Close(ctx)
+}

@@ -1,0 +1,89 @@
+package wasmpolicy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/abi"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+var _ ports.Authorizer = (*Set)(nil)
+
+// failedDecision is what a failing fail-closed policy answers.
+var failedDecision = domain.Decision{Status: 403, Message: "authorization policy failed"}
+
+// records recycles request record buffers.
+var records = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// Set is policies applied in order: the first deny wins, and a request all
+// of them allow is allowed. It is safe for concurrent use.
+type Set struct {
+	logger   *slog.Logger
+	policies []*Policy
+
+	// mu is held shared by every call and exclusively by Close, so closing
+	// waits for calls in flight and later calls see closed.
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Policies returns the set's policies, in order.
+func (s *Set) Policies() []*Policy { return s.policies }
+
+// Authorize asks every policy in turn. A policy that fails (trap, time
+// limit, unreadable answer) is logged and then denies the request, or is
+// skipped when its spec says fail=open. The error is non-nil only when the
+// request itself ended while waiting for an instance.
+func (s *Set) Authorize(ctx context.Context, req domain.AuthRequest) (domain.Decision, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return domain.Decision{}, errPolicyClosed
+	}
+	if len(s.policies) == 0 {
+		return domain.Decision{Allow: true}, nil
+	}
+	buf := records.Get().(*[]byte)
+	defer records.Put(buf)
+	*buf = abi.AppendRequest((*buf)[:0], &req)
+	b := *buf
+	for _, p := range s.policies {
+		d, err := p.decide(ctx, b)
+		if err != nil {
+			var gone *requestGone
+			if errors.As(err, &gone) {
+				return domain.Decision{}, gone.cause
+			}
+			p.logger.Warn("policy failed", "err", err, "fail_open", p.spec.FailOpen,
+				"method", req.Method, "path", req.Path)
+			if p.spec.FailOpen {
+				continue
+			}
+			return failedDecision, nil
+		}
+		if !d.Allow {
+			return d, nil
+		}
+	}
+	return domain.Decision{Allow: true}, nil
+}
+
+// Close waits for calls in flight, then closes every policy. It is
+// idempotent.
+func (s *Set) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for _, p := range s.policies {
+		errs = append(errs, p.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
