@@ -33,7 +33,7 @@ func parseProblem(t *testing.T, b []byte) problem {
 
 // TestACPChecks walks the checks of api.md 4.1 and 4.3 in their order.
 func TestACPChecks(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--max-acp-body", "1024"}})
+	d := startDaemon(t, daemonOpts{Args: []string{"--max-acp-body", "1024"}, Env: []string{"SANDBOX_AGENT_REQUIRE_PREINSTALL=1"}})
 	if st, b := d.post("/v1/acp/a?agent=mock", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}

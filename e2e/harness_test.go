@@ -110,6 +110,9 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	args := append([]string{"server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--log-format", "text", "--log-level", "debug"}, o.Args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
+	// Tests never reach the public ACP registry: unless a test points it at
+	// its own local server, the registry is a closed loopback port.
+	cmd.Env = append(cmd.Env, "SANDBOX_AGENT_ACP_REGISTRY_URL=http://127.0.0.1:9/registry.json")
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Dir = home
 	d := &daemon{t: t, cmd: cmd, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Home: home, logs: &lockedBuffer{}, done: make(chan struct{})}

@@ -4,7 +4,7 @@
 //
 //	request "hash"           → {"bytes": <line length>, "sha256": <hex of the line>}
 //	request "garbage"        → writes a non-JSON line, then answers {}
-//	request "hang"           → never answers
+//	request "hang", "*/hang" → never answers
 //	request "wedge"          → stops reading stdin forever, never answers
 //	request anything else    → {"echoedMethod": ...} after params.delayMs
 //	notification "echo"      → the same line, unchanged, back on stdout
@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -91,6 +92,9 @@ func handle(line []byte) {
 		case "ignore-term":
 			signalIgnoreTerm()
 		}
+		return
+	}
+	if strings.HasSuffix(msg.Method, "/hang") {
 		return
 	}
 	switch msg.Method {
