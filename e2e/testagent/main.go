@@ -11,6 +11,7 @@
 //	notification "burst"     → params.n notifications {"method":"tick","params":{"i":k}}
 //	notification "exit"      → exits with params.code
 //	notification "spawn"     → starts a grandchild (sleep) that ignores SIGTERM, writes its pid
+//	notification "ignore-term" → ignores SIGTERM and stdin EOF from now on
 //
 // Stdin lines are read without a length limit.
 package main
@@ -49,10 +50,16 @@ func main() {
 			handle(line[:len(line)-1])
 		}
 		if err != nil {
+			if stubborn {
+				blockForever() // only SIGKILL ends it now
+			}
 			return
 		}
 	}
 }
+
+// stubborn is set by "ignore-term": the agent then also outlives stdin EOF.
+var stubborn bool
 
 func handle(line []byte) {
 	var msg struct {
@@ -91,6 +98,8 @@ func handle(line []byte) {
 			write([]byte(`{"jsonrpc":"2.0","method":"spawned","params":{"pid":` + strconv.Itoa(cmd.Process.Pid) + `}}`))
 		case "ignore-term":
 			signalIgnoreTerm()
+			stubborn = true
+			write([]byte(`{"jsonrpc":"2.0","method":"ignoring-term"}`))
 		}
 		return
 	}
@@ -106,7 +115,7 @@ func handle(line []byte) {
 		reply(`{}`)
 	case "hang":
 	case "wedge":
-		select {} // stop reading stdin; the daemon's writes must give up
+		blockForever() // stop reading stdin; the daemon's writes must give up
 	default:
 		go func() {
 			time.Sleep(time.Duration(msg.Params.DelayMs) * time.Millisecond)
@@ -117,3 +126,11 @@ func handle(line []byte) {
 }
 
 func signalIgnoreTerm() { signalIgnore(syscall.SIGTERM) }
+
+// blockForever parks the calling goroutine. A bare select{} would not do:
+// with every goroutine blocked the runtime exits with "deadlock".
+func blockForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
