@@ -125,6 +125,7 @@ func (in *instance) handleLine(line []byte) {
 	if len(line) == 0 {
 		return
 	}
+	in.opts.metrics.fromAgent(len(line))
 	f, err := domain.ParseFrame(line)
 	if errors.Is(err, domain.ErrNotJSON) {
 		in.log.Append(domain.InvalidStdoutMessage("agent wrote a line that is not JSON", line))
@@ -140,6 +141,8 @@ func (in *instance) handleLine(line []byte) {
 	in.mu.Unlock()
 	if p != nil {
 		p.ch <- pendingResult{seq: seq, data: line}
+	} else {
+		in.opts.metrics.lateResponse()
 	}
 }
 
@@ -176,6 +179,7 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 		p.ch <- pendingResult{err: exitErr}
 	}
 	in.log.Append(domain.AgentExitedMessage(st.Success(), st.Code))
+	in.opts.metrics.exited(st)
 	in.logger.Info("agent exited", "code", codeOrNil(st.Code), "signal", st.Signal)
 	close(in.done)
 }
@@ -225,9 +229,11 @@ func (in *instance) write(data []byte) error {
 	}
 	if err != nil {
 		in.writeErr = err
+		in.opts.metrics.stdinWriteFailed()
 		in.logger.Warn("writing to agent stdin failed", "err", err)
 		return in.writeFailure(err)
 	}
+	in.opts.metrics.toAgent(len(data) + 1)
 	return nil
 }
 

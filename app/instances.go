@@ -32,6 +32,8 @@ type Options struct {
 	Logger         *slog.Logger
 	// Now is the clock for creation times; nil means time.Now.
 	Now func() time.Time
+
+	metrics *Metrics // set by fill; read through Instances.Metrics
 }
 
 // DefaultOptions are the documented defaults of api.md section 4.
@@ -72,6 +74,9 @@ func (o *Options) fill() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.metrics == nil {
+		o.metrics = &Metrics{}
 	}
 }
 
@@ -195,9 +200,11 @@ func (s *Instances) create(ctx context.Context, id, agent string) (*instance, er
 	}
 	proc, err := s.runner.Start(ctx, spec)
 	if err != nil {
+		s.opts.metrics.spawnFailed()
 		msg := "failed to start agent process: " + err.Error()
 		return nil, &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
 	}
+	s.opts.metrics.spawned()
 	in := newInstance(id, agent, proc, &s.opts, s.opts.Now())
 	in.logger.Info("agent started", "command", spec.Command, "source", spec.Source)
 	return in, nil
@@ -226,6 +233,7 @@ func (s *Instances) Delete(ctx context.Context, id string) {
 	in := s.byID[id]
 	delete(s.byID, id)
 	if in != nil {
+		s.opts.metrics.retire(in)
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()
@@ -289,7 +297,8 @@ func (s *Instances) Close(ctx context.Context) error {
 	s.closed = true
 	all := s.byID
 	s.byID = map[string]*instance{}
-	for range all {
+	for _, in := range all {
+		s.opts.metrics.retire(in)
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 // daemon is one running sandbox-agent server.
 type daemon struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	URL  string
 	Home string // HOME and XDG_DATA_HOME root of this daemon
@@ -71,7 +71,7 @@ func (l *lockedBuffer) String() string {
 
 // withTestAgent returns server flags defining the operator agent "test"
 // (e2e/testagent) in an agents file under dir.
-func withTestAgent(t *testing.T, extra ...string) []string {
+func withTestAgent(t testing.TB, extra ...string) []string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "agents.json")
 	doc := `{"agents":[{"id":"test","command":"` + testAgent + `"}]}`
@@ -100,7 +100,7 @@ func freePort(t testing.TB) int {
 
 // startDaemon runs the binary on a free loopback port and waits for health.
 // It is stopped with SIGTERM at cleanup; its logs are shown on failure.
-func startDaemon(t *testing.T, o daemonOpts) *daemon {
+func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	t.Helper()
 	home := o.Home
 	if home == "" {
@@ -270,7 +270,7 @@ func (s *sseStream) next() (sseEvent, error) {
 }
 
 // nextWithin is next with a deadline, failing the test on timeout.
-func (s *sseStream) nextWithin(t *testing.T, d time.Duration) sseEvent {
+func (s *sseStream) nextWithin(t testing.TB, d time.Duration) sseEvent {
 	t.Helper()
 	type res struct {
 		ev  sseEvent

@@ -190,3 +190,18 @@ func TestNoAuthorizerNoMiddleware(t *testing.T) {
 		t.Errorf("%d middlewares installed", n)
 	}
 }
+
+// /v1/agents/{agent} names the agent in its path.
+func TestAgentFromPath(t *testing.T) {
+	fa := &fakeAuthorizer{decide: func(domain.AuthRequest) (domain.Decision, error) {
+		return domain.Decision{Status: 403, Message: "no"}, nil
+	}}
+	srv := httptest.NewServer(New(Config{Catalog: &app.Catalog{}, Authorizer: fa}))
+	defer srv.Close()
+	if st, _ := send(t, srv, "POST", "/v1/agents/claude/install", "{}", "Content-Type", "application/json"); st != 403 {
+		t.Errorf("status %d", st)
+	}
+	if got := fa.requests(); len(got) != 1 || got[0].Agent != "claude" || got[0].OperationID != "post_v1_agent_install" || got[0].Route != "/v1/agents/{agent}/install" {
+		t.Errorf("requests: %+v", got)
+	}
+}

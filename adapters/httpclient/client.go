@@ -92,6 +92,11 @@ func (c *Client) Send(ctx context.Context, method, path string, query url.Values
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	return c.finish(req)
+}
+
+// finish authenticates and sends req; non-2xx answers become *Problem errors.
+func (c *Client) finish(req *http.Request) (*http.Response, error) {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}

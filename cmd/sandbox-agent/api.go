@@ -17,7 +17,10 @@ const apiUsage = `usage: sandbox-agent api <group> <command> [flags]
   api agents list [--config] [--no-cache]
   api agents get <agent> [--config] [--no-cache]
   api agents install <agent> [-r|--reinstall] [--agent-version V] [--agent-process-version V]
-  api acp post|stream|close ...
+  api acp post <server_id> [--agent A] [MESSAGE]   (no MESSAGE: one per line from stdin)
+  api acp stream <server_id> [--last-event-id N] [--ids]
+  api acp close <server_id>
+  api acp list
 
 Common flags: --endpoint URL (default $SANDBOX_AGENT_ENDPOINT or
 http://127.0.0.1:2468), --token T (default $SANDBOX_AGENT_TOKEN).
@@ -123,9 +126,4 @@ func runAPIAgents(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-// runAPIACP is "api acp post|stream|close".
-func runAPIACP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return usagef("api acp: not implemented yet")
 }

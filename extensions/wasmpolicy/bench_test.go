@@ -42,3 +42,29 @@ func BenchmarkDecision(b *testing.B) {
 	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
 }
+
+// BenchmarkEndlessLoop measures how long a call that never returns takes
+// to be answered (fail closed) under the default 25 ms limit: the goal is
+// the limit plus a few milliseconds. Each iteration first makes a normal
+// call, so a fresh instance is ready and its start-up is not counted.
+func BenchmarkEndlessLoop(b *testing.B) {
+	set, _ := load(b, Spec{Path: fixtureWasm, CallTimeout: DefaultCallTimeout, Instances: 1})
+	ctx := context.Background()
+	loop := benchRequest
+	loop.Headers = map[string][]string{"x-fixture": {"loop"}}
+	var durs []time.Duration
+	for b.Loop() {
+		if d, err := set.Authorize(ctx, benchRequest); err != nil || !d.Allow {
+			b.Fatalf("warm-up call: %+v, %v", d, err)
+		}
+		start := time.Now()
+		d, err := set.Authorize(ctx, loop)
+		durs = append(durs, time.Since(start))
+		if err != nil || d != failedDecision {
+			b.Fatalf("got %+v, %v", d, err)
+		}
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1e3, "p50-ms")
+	b.ReportMetric(float64(durs[len(durs)-1].Microseconds())/1e3, "max-ms")
+}

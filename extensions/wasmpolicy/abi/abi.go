@@ -1,12 +1,10 @@
-// Package abi holds the names and numbers of the policy ABI, shared by the
-// host (package wasmpolicy) and the guest SDK (package guest) so the two
-// cannot drift apart. ABI.md in the parent directory describes the contract.
 package abi
 
 // Version is the policy ABI version this daemon and SDK speak. A module
 // whose policy_abi_version export returns anything else is refused at load.
-// It changes only when the exports, the imports or the JSON documents
-// change incompatibly; adding an optional JSON field does not change it.
+// It changes only when the exports, the imports or the record layouts
+// change incompatibly; appending a string field to the request record does
+// not (readers ignore fields they do not know).
 const Version = 1
 
 // Exports every policy module must provide (besides its memory).

@@ -1,0 +1,263 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+// metricsAgent is an in-memory agent for the metrics tests. It answers a
+// request "now" at once, holds requests "later" until the notification
+// "release", writes params.n notifications on "burst", and exits with
+// params.code on "exit" (or 0 when stdin closes). Each line it reads is
+// announced on seen.
+type metricsAgent struct {
+	stdinR  *io.PipeReader
+	stdinW  *io.PipeWriter
+	stdoutR *io.PipeReader
+	stdoutW *io.PipeWriter
+	stderrR *io.PipeReader
+	stderrW *io.PipeWriter
+	seen    chan string
+	done    chan struct{}
+	code    int
+	once    sync.Once
+}
+
+var _ ports.AgentProcess = (*metricsAgent)(nil)
+
+func newMetricsAgent() *metricsAgent {
+	a := &metricsAgent{seen: make(chan string, 64), done: make(chan struct{})}
+	a.stdinR, a.stdinW = io.Pipe()
+	a.stdoutR, a.stdoutW = io.Pipe()
+	a.stderrR, a.stderrW = io.Pipe()
+	go a.run()
+	return a
+}
+
+func (a *metricsAgent) run() {
+	defer a.finish(0)
+	var held []json.RawMessage
+	sc := bufio.NewScanner(a.stdinR)
+	for sc.Scan() {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct{ N, Code int }
+		}
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil {
+			continue
+		}
+		a.seen <- msg.Method
+		answer := func(id json.RawMessage) {
+			a.stdoutW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}` + "\n"))
+		}
+		switch msg.Method {
+		case "now":
+			answer(msg.ID)
+		case "later":
+			held = append(held, msg.ID)
+		case "release":
+			for _, id := range held {
+				answer(id)
+			}
+			held = nil
+		case "burst":
+			for i := range msg.Params.N {
+				a.stdoutW.Write([]byte(`{"jsonrpc":"2.0","method":"tick","params":{"i":` + strconv.Itoa(i) + "}}\n"))
+			}
+		case "exit":
+			a.finish(msg.Params.Code)
+			return
+		}
+	}
+}
+
+func (a *metricsAgent) finish(code int) {
+	a.once.Do(func() {
+		a.code = code
+		a.stdinR.CloseWithError(errors.New("agent exited"))
+		a.stdoutW.Close()
+		a.stderrW.Close()
+		close(a.done)
+	})
+}
+
+func (a *metricsAgent) Stdin() io.WriteCloser  { return a.stdinW }
+func (a *metricsAgent) Stdout() io.ReadCloser  { return a.stdoutR }
+func (a *metricsAgent) Stderr() io.ReadCloser  { return a.stderrR }
+func (a *metricsAgent) PID() int               { return 4242 }
+func (a *metricsAgent) Stop(context.Context) error {
+	a.stdinW.Close()
+	<-a.done
+	return nil
+}
+
+func (a *metricsAgent) Wait() (domain.ExitStatus, error) {
+	<-a.done
+	code := a.code
+	return domain.ExitStatus{Code: &code}, nil
+}
+
+// metricsRunner starts metricsAgents and remembers the last one.
+type metricsRunner struct {
+	mu   sync.Mutex
+	last *metricsAgent
+	fail bool
+}
+
+func (r *metricsRunner) Start(context.Context, domain.LaunchSpec) (ports.AgentProcess, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return nil, errors.New("no such file")
+	}
+	r.last = newMetricsAgent()
+	return r.last, nil
+}
+
+type metricsLauncher struct{}
+
+func (metricsLauncher) Launch(_ context.Context, agent string) (domain.LaunchSpec, error) {
+	return domain.LaunchSpec{Agent: agent, Command: "fake"}, nil
+}
+
+func metricsPost(t *testing.T, s *Instances, ctx context.Context, id, msg string) ([]byte, error) {
+	t.Helper()
+	f, err := domain.ParseFrame([]byte(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Post(ctx, PostRequest{ServerID: id, Agent: "mock", HasAgent: true, Frame: f})
+}
+
+func TestMetricsCounters(t *testing.T) {
+	runner := &metricsRunner{}
+	s := NewInstances(Options{ReplayBytes: 1024}, runner, metricsLauncher{})
+	ctx := context.Background()
+
+	now := `{"jsonrpc":"2.0","id":1,"method":"now"}`
+	if _, err := metricsPost(t, s, ctx, "a", now); err != nil {
+		t.Fatal(err)
+	}
+	got := s.Metrics()
+	if got.Spawns != 1 || got.Running != 1 || got.FramesToAgent != 1 || got.BytesToAgent != uint64(len(now)+1) {
+		t.Fatalf("after one request: %+v", got)
+	}
+	resp := `{"jsonrpc":"2.0","id":1,"result":{}}`
+	if got.FramesFromAgent != 1 || got.BytesFromAgent != uint64(len(resp)) {
+		t.Fatalf("frames from agent: %+v", got)
+	}
+	<-runner.last.seen
+
+	// A client that leaves before the answer: the answer is late.
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := metricsPost(t, s, cctx, "a", `{"jsonrpc":"2.0","id":2,"method":"later"}`)
+		errc <- err
+	}()
+	if m := <-runner.last.seen; m != "later" {
+		t.Fatalf("agent saw %q", m)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("left POST: %v", err)
+	}
+	if _, err := metricsPost(t, s, ctx, "a", `{"jsonrpc":"2.0","method":"release"}`); err != nil {
+		t.Fatal(err)
+	}
+	// The agent answers in order, so once request 3 is answered the late
+	// response to 2 has been read.
+	if _, err := metricsPost(t, s, ctx, "a", `{"jsonrpc":"2.0","id":3,"method":"now"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Metrics(); got.LateResponses != 1 {
+		t.Fatalf("late responses = %d, want 1", got.LateResponses)
+	}
+
+	// A reader that falls behind the 1 KiB buffer sees a gap, which still
+	// counts after the instance is gone.
+	cur, err := s.Subscribe("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metricsPost(t, s, ctx, "a", `{"jsonrpc":"2.0","method":"burst","params":{"n":100}}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metricsPost(t, s, ctx, "a", `{"jsonrpc":"2.0","id":4,"method":"now"}`); err != nil {
+		t.Fatal(err)
+	}
+	_, gap, err := cur.Read(ctx, nil, 10, 0)
+	if err != nil || gap == nil {
+		t.Fatalf("read: gap %v, err %v", gap, err)
+	}
+	cur.Close()
+	if got := s.Metrics(); got.ReplayGaps != 1 {
+		t.Fatalf("gaps = %d, want 1", got.ReplayGaps)
+	}
+
+	// An exit with a code, then a delete.
+	if _, err := metricsPost(t, s, ctx, "a", `{"jsonrpc":"2.0","method":"exit","params":{"code":3}}`); err != nil {
+		t.Fatal(err)
+	}
+	s.Delete(ctx, "a")
+	got = s.Metrics()
+	want := []ExitCount{{ExitKey: ExitKey{Code: "3"}, Count: 1}}
+	if len(got.Exits) != 1 || got.Exits[0] != want[0] {
+		t.Fatalf("exits = %+v, want %+v", got.Exits, want)
+	}
+	if got.Running != 0 || got.Exited != 0 || got.ReplayGaps != 1 {
+		t.Fatalf("after delete: %+v", got)
+	}
+
+	runner.fail = true
+	if _, err := metricsPost(t, s, ctx, "b", now); err == nil {
+		t.Fatal("spawn of a failing runner succeeded")
+	}
+	if got := s.Metrics(); got.SpawnFailures != 1 || got.Spawns != 1 {
+		t.Fatalf("spawn failures: %+v", got)
+	}
+}
+
+func TestMetricsNilSafe(t *testing.T) {
+	var m *Metrics
+	m.spawned()
+	m.toAgent(3)
+	m.fromAgent(3)
+	m.lateResponse()
+	m.stdinWriteFailed()
+	m.exited(domain.ExitStatus{Signal: "killed"})
+}
+
+func TestMetricsExitKeys(t *testing.T) {
+	m := &Metrics{}
+	zero, one := 0, 1
+	m.exited(domain.ExitStatus{Code: &zero})
+	m.exited(domain.ExitStatus{Code: &one})
+	m.exited(domain.ExitStatus{Code: &one})
+	m.exited(domain.ExitStatus{Signal: "killed"})
+	s := NewInstances(Options{metrics: m}, nil, nil)
+	got := s.Metrics().Exits
+	want := []ExitCount{
+		{ExitKey{Code: "", Signal: "killed"}, 1},
+		{ExitKey{Code: "0"}, 1},
+		{ExitKey{Code: "1"}, 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("exits = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("exits[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

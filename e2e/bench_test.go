@@ -1,0 +1,243 @@
+package e2e
+
+// Transport benchmarks: the daemon against the same mock agent over direct
+// stdio, and a bare loopback HTTP round trip as the floor of any HTTP proxy.
+//
+//	go test ./e2e -run '^$' -bench 'RoundTrip|Stream' -benchtime 2000x   (round trips)
+//	go test ./e2e -run '^$' -bench 'Stream' -benchtime 5x                 (100 000-update bursts)
+//
+// Goals (issue 2): round-trip p50 within 1.5x of direct stdio + loopback
+// HTTP, streaming at least 0.6x of direct stdio, zero loss.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stdioPeer is the mock agent spoken to directly over its pipes.
+type stdioPeer struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startStdioMock(b *testing.B) *stdioPeer {
+	b.Helper()
+	cmd := exec.Command(binary, "mock-agent-process")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &stdioPeer{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
+	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	return p
+}
+
+// call writes msg and reads lines until the one carrying idField, counting
+// the lines before it.
+func (p *stdioPeer) call(b *testing.B, msg, idField string) (before int) {
+	if _, err := io.WriteString(p.in, msg+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		line, err := p.out.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bytes.Contains(line, []byte(idField)) && !bytes.Contains(line, []byte(`"method"`)) {
+			return before
+		}
+		before++
+	}
+}
+
+func report(b *testing.B, durs []time.Duration) {
+	slices.Sort(durs)
+	if len(durs) == 0 {
+		return
+	}
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-µs")
+}
+
+func BenchmarkRoundTrip(b *testing.B) {
+	b.Run("direct-stdio", func(b *testing.B) {
+		p := startStdioMock(b)
+		p.call(b, initMsg, `"id":1`)
+		var durs []time.Duration
+		i := 0
+		for b.Loop() {
+			i++
+			start := time.Now()
+			p.call(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i), fmt.Sprintf(`"id":"r%d"`, i))
+			durs = append(durs, time.Since(start))
+		}
+		report(b, durs)
+	})
+	b.Run("loopback-http", func(b *testing.B) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(body)
+		}))
+		defer srv.Close()
+		var durs []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":"r","method":"bench/echo","params":{}}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			durs = append(durs, time.Since(start))
+		}
+		report(b, durs)
+	})
+	// The least any HTTP-to-stdio proxy must do: one handler writes to the
+	// agent's stdin, one goroutine reads its stdout and hands the answer
+	// back. It bounds what the daemon's own design adds.
+	b.Run("minimal-proxy", func(b *testing.B) {
+		p := startStdioMock(b)
+		p.call(b, initMsg, `"id":1`)
+		answers := make(chan []byte, 1)
+		go func() {
+			for {
+				line, err := p.out.ReadBytes('\n')
+				if err != nil {
+					return
+				}
+				answers <- line
+			}
+		}()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			p.in.Write(append(body, '\n'))
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(<-answers)
+		}))
+		defer srv.Close()
+		var durs []time.Duration
+		i := 0
+		for b.Loop() {
+			i++
+			start := time.Now()
+			resp, err := http.Post(srv.URL, "application/json", strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			durs = append(durs, time.Since(start))
+		}
+		report(b, durs)
+	})
+	b.Run("daemon", func(b *testing.B) {
+		d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
+		if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+			b.Fatalf("%d %s", st, body)
+		}
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+		var durs []time.Duration
+		i := 0
+		for b.Loop() {
+			i++
+			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)
+			start := time.Now()
+			req, _ := http.NewRequest("POST", d.URL+"/v1/acp/rt", strings.NewReader(msg))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			durs = append(durs, time.Since(start))
+			if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"echoedMethod"`)) {
+				b.Fatalf("%d %s", resp.StatusCode, body)
+			}
+		}
+		report(b, durs)
+	})
+}
+
+// burst is the size of one streaming iteration.
+const burst = 100000
+
+func BenchmarkStream(b *testing.B) {
+	newSession := `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`
+	prompt := func(sid string, i int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"stream %d"}]}}`, i, sid, burst)
+	}
+	sessionID := func(b *testing.B, line []byte) string {
+		var r struct {
+			Result struct{ SessionID string } `json:"result"`
+		}
+		if err := json.Unmarshal(line, &r); err != nil || r.Result.SessionID == "" {
+			b.Fatalf("session/new answer: %s", line)
+		}
+		return r.Result.SessionID
+	}
+
+	b.Run("direct-stdio", func(b *testing.B) {
+		p := startStdioMock(b)
+		p.call(b, initMsg, `"id":1`)
+		io.WriteString(p.in, newSession+"\n")
+		line, _ := p.out.ReadBytes('\n')
+		sid := sessionID(b, line)
+		events, i := 0, 0
+		start := time.Now()
+		for b.Loop() {
+			i++
+			n := p.call(b, prompt(sid, i), fmt.Sprintf(`"id":"p%d"`, i))
+			if n < burst {
+				b.Fatalf("got %d updates, want %d", n, burst)
+			}
+			events += n
+		}
+		b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
+	})
+	b.Run("daemon", func(b *testing.B) {
+		d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
+		d.post("/v1/acp/st?agent=mock", initMsg)
+		_, line := d.post("/v1/acp/st", newSession)
+		sid := sessionID(b, line)
+		s := d.stream("/v1/acp/st", "Last-Event-ID", "2")
+		events, lost, i := 0, 0, 0
+		start := time.Now()
+		for b.Loop() {
+			i++
+			if st, body := d.post("/v1/acp/st", prompt(sid, i)); st != 202 {
+				b.Fatalf("%d %s", st, body)
+			}
+			n, done := 0, fmt.Sprintf(`"id":"p%d"`, i)
+			for {
+				ev := s.nextWithin(b, time.Minute)
+				if ev.ID == "" {
+					b.Fatalf("gap frame: %s", ev.Data)
+				}
+				if strings.Contains(ev.Data, done) {
+					break
+				}
+				if strings.Contains(ev.Data, "agent_message_chunk") {
+					n++
+				}
+			}
+			events += n
+			lost += burst - n // "stream N" sends exactly N chunks
+		}
+		b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
+		b.ReportMetric(float64(lost), "lost")
+	})
+}

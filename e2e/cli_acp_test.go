@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCLIAPIACP drives a daemon with `sandbox-agent api acp ...`.
+func TestCLIAPIACP(t *testing.T) {
+	d := startDaemon(t, daemonOpts{Args: []string{"--token", "tok"}})
+	run := func(stdin string, args ...string) (string, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, append([]string{"api", "acp"}, args...)...)
+		cmd.Args = append(cmd.Args, "--endpoint", d.URL, "--token", "tok")
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+	out, _, err := run("", "post", "cli", "--agent", "mock", initMsg)
+	if err != nil || !strings.HasPrefix(out, `{"jsonrpc":"2.0","id":1,"result":`) {
+		t.Fatalf("post: %v %q", err, out)
+	}
+	out, errOut, err := run("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"a/b\"}\n\n{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n", "post", "cli")
+	if err != nil || out != `{"jsonrpc":"2.0","id":2,"result":{"echoedMethod":"a/b"}}`+"\n" || !strings.Contains(errOut, "202 Accepted") {
+		t.Fatalf("post from stdin: %v %q %q", err, out, errOut)
+	}
+	// The stream resumes after event 1 and is cut by the timeout below.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "api", "acp", "stream", "cli", "--ids", "--last-event-id", "1", "--endpoint", d.URL, "--token", "tok")
+	var so bytes.Buffer
+	cmd.Stdout = &so
+	_ = cmd.Run()
+	if !strings.HasPrefix(so.String(), "2\t"+`{"jsonrpc":"2.0","id":2,`) {
+		t.Fatalf("stream: %q", so.String())
+	}
+	if _, _, err := run("", "close", "cli"); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	out, _, _ = run("", "list")
+	if !strings.Contains(out, `"servers":[]`) {
+		t.Fatalf("list after close: %q", out)
+	}
+	_, errOut, err = run("", "post", "nope", `{}`)
+	if err == nil || !strings.Contains(errOut, "missing required 'agent'") {
+		t.Fatalf("error not reported: %v %q", err, errOut)
+	}
+}
