@@ -48,6 +48,9 @@ type Installer struct {
 	Packages   ports.PackageInstaller
 	Commands   ports.Commands
 
+	// SelfExe is this binary; the mock's launcher runs its
+	// mock-agent-process.
+	SelfExe string
 	// RegistryURL names the registry in messages.
 	RegistryURL string
 	// Platform is the registry platform key (domain.PlatformKey).
@@ -215,7 +218,10 @@ func (in *Installer) Install(ctx context.Context, agent string, opts domain.Inst
 		return domain.InstallResult{}, unsupportedAgent(agent)
 	}
 	if agent == domain.MockAgent {
-		return in.installMock(opts), nil
+		l := in.lock(agent)
+		l.Lock()
+		defer l.Unlock()
+		return in.installMock(ctx, opts)
 	}
 	l := in.lock(agent)
 	l.Lock()
@@ -246,14 +252,26 @@ func (in *Installer) Install(ctx context.Context, agent string, opts domain.Inst
 	return in.execute(ctx, agent, recipe, plan, opts)
 }
 
-// installMock answers for the built-in mock, which needs nothing on disk.
-func (in *Installer) installMock(opts domain.InstallOptions) domain.InstallResult {
-	if !opts.Reinstall {
-		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}
+// installMock installs the built-in mock as the reference does: a launcher
+// that runs this binary's mock-agent-process, so listing and install agree
+// (installed after it, already_installed on the next call). Without SelfExe
+// (tests of other paths) the mock needs nothing on disk.
+func (in *Installer) installMock(ctx context.Context, opts domain.InstallOptions) (domain.InstallResult, error) {
+	launcher := in.LauncherPath(domain.MockAgent)
+	if in.SelfExe == "" || (!opts.Reinstall && isFile(in.Fs, launcher)) {
+		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
+	}
+	if err := in.Fs.MkdirAll(filepath.Dir(launcher), 0o755); err != nil {
+		return domain.InstallResult{}, stepFailed(domain.MockAgent, "write launcher", err)
+	}
+	plan := installPlan{source: domain.SourceBuiltin, version: "builtin"}
+	cmd := launchCommand{path: in.SelfExe, args: []string{"mock-agent-process"}}
+	if err := in.writeLauncher(ctx, domain.MockAgent, launcher, cmd, plan); err != nil {
+		return domain.InstallResult{}, err
 	}
 	return domain.InstallResult{Artifacts: []domain.Artifact{{
-		Kind: domain.ArtifactAgentProcess, Path: filepath.Join(in.Dir, domain.MockAgent), Source: domain.SourceBuiltin, Version: "builtin",
-	}}}
+		Kind: domain.ArtifactAgentProcess, Path: launcher, Source: domain.SourceBuiltin, Version: "builtin",
+	}}}, nil
 }
 
 // installPlan is the chosen way to get the agent process.

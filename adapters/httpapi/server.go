@@ -46,6 +46,10 @@ type Config struct {
 	// Authorizer, when set, decides every /v1 request after the bearer
 	// check (auth policies); see authz.go.
 	Authorizer ports.Authorizer
+
+	// MetricsPublic serves GET /metrics without the bearer token even when
+	// one is set, for scrapers that cannot send it; see metrics.go.
+	MetricsPublic bool
 }
 
 func (c *Config) fill() {
@@ -66,13 +70,17 @@ func (c *Config) fill() {
 // New builds the daemon's HTTP handler.
 func New(cfg Config) http.Handler {
 	cfg.fill()
+	hm := newHTTPMetrics()
+	cfg.Authorizer = hm.countPolicies(cfg.Authorizer)
 	mux := http.NewServeMux()
 	register(mux, &cfg)
+	mux.Handle("GET /metrics", metricsHandler(&cfg, hm))
 
 	var h http.Handler = problemOnMiss(mux)
 	h = bearerAuth(h, cfg.Token)
 	h = cfg.CORS.wrap(h)
 	h = requestContext(h, cfg.Logger)
+	h = hm.observe(h, mux)
 	return h
 }
 

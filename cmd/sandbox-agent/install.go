@@ -59,6 +59,7 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *app.Insta
 		Downloader:  reg,
 		Packages:    &npm.Installer{},
 		Commands:    &npm.Commands{},
+		SelfExe:     selfExe(),
 		RegistryURL: url,
 		Platform:    domain.PlatformKey(runtime.GOOS, runtime.GOARCH),
 		LookPath:    lookPath,
@@ -190,4 +191,10 @@ func describeInstallError(err error) string {
 		msg += ": " + m
 	}
 	return msg
+}
+
+// selfExe is this binary's path ("" if the OS cannot tell).
+func selfExe() string {
+	p, _ := os.Executable()
+	return p
 }

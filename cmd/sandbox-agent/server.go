@@ -36,6 +36,8 @@ type serverFlags struct {
 	maxACPBody, replayBytes           int64
 	maxFrame                          int
 	stopGrace                         time.Duration
+	stdinWriteTimeout, streamWrite    time.Duration
+	metricsPublic                     bool
 	agentsFile                        string
 	fsRoot, fsBackend                 string
 	maxUpload                         int64
@@ -62,6 +64,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.Int64Var(&f.replayBytes, "replay-bytes", 16<<20, "per-instance replay buffer in bytes")
 	fs.IntVar(&f.maxFrame, "max-frame", 64<<20, "largest line an agent may write to stdout, in bytes")
 	fs.DurationVar(&f.stopGrace, "stop-grace", 3*time.Second, "time between SIGTERM and SIGKILL when stopping an agent")
+	fs.DurationVar(&f.stdinWriteTimeout, "stdin-write-timeout", 30*time.Second, "give up a write to an agent's stdin (502) when the agent reads nothing for this long")
+	fs.DurationVar(&f.streamWrite, "stream-write-timeout", 30*time.Second, "drop an event stream whose reader takes nothing for this long")
+	fs.BoolVar(&f.metricsPublic, "metrics-public", false, "serve GET /metrics without the bearer token even when --token is set")
 	fs.StringVar(&f.agentsFile, "agents-file", "", "JSON file of operator-defined agents: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}")
 	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
 	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
@@ -137,6 +142,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		UI:         inspector.Handler(),
 		Catalog:    newCatalog(agents, instances),
 		Authorizer: authz,
+
+		MetricsPublic:      f.metricsPublic,
+		StreamWriteTimeout: f.streamWrite,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
@@ -181,6 +189,7 @@ func acpOptions(f *serverFlags, log *slog.Logger) (app.Options, error) {
 	opts.ReplayBytes = f.replayBytes
 	opts.MaxFrameBytes = f.maxFrame
 	opts.StopGrace = f.stopGrace
+	opts.WriteTimeout = f.stdinWriteTimeout
 	opts.AsyncMethods = map[string]bool{}
 	for _, m := range strings.Split(f.asyncMethods, ",") {
 		if m = strings.TrimSpace(m); m != "" {
