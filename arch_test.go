@@ -1,4 +1,4 @@
-// Package arch_test checks the layout rules of docs/architecture.md (the
+// Package arch_test checks the layout rules of architecture.md (the
 // "Layout" table) over the whole source tree, test files included, so nobody
 // has to remember them: which layer may import what, and that every package
 // says what it is for.

@@ -439,12 +439,23 @@ func TestInstallClaudeNativeOnRequest(t *testing.T) {
 
 func TestInstallMock(t *testing.T) {
 	r := newRig(t, "")
-	res, err := r.in.Install(context.Background(), "mock", domain.InstallOptions{})
-	if err != nil || !res.AlreadyInstalled || len(res.Artifacts) != 0 {
-		t.Fatalf("mock install = %+v, %v", res, err)
+	r.in.SelfExe = "/opt/sandbox-agent"
+	if err := afero.WriteFile(r.fs, r.in.SelfExe, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	res, _ = r.in.Install(context.Background(), "mock", domain.InstallOptions{Reinstall: true})
-	if len(res.Artifacts) != 1 || res.Artifacts[0].Source != domain.SourceBuiltin {
+	ctx := context.Background()
+	res, err := r.in.Install(ctx, "mock", domain.InstallOptions{})
+	if err != nil || res.AlreadyInstalled || len(res.Artifacts) != 1 || res.Artifacts[0].Source != domain.SourceBuiltin {
+		t.Fatalf("first mock install = %+v, %v", res, err)
+	}
+	if l := r.launcher(t, "mock"); !strings.Contains(l, "exec '/opt/sandbox-agent' 'mock-agent-process' \"$@\"") {
+		t.Fatalf("mock launcher:\n%s", l)
+	}
+	if res, err = r.in.Install(ctx, "mock", domain.InstallOptions{}); err != nil || !res.AlreadyInstalled || len(res.Artifacts) != 0 {
+		t.Fatalf("second mock install = %+v, %v", res, err)
+	}
+	res, _ = r.in.Install(ctx, "mock", domain.InstallOptions{Reinstall: true})
+	if res.AlreadyInstalled || len(res.Artifacts) != 1 {
 		t.Fatalf("mock reinstall = %+v", res)
 	}
 }

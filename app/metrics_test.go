@@ -91,10 +91,10 @@ func (a *metricsAgent) finish(code int) {
 	})
 }
 
-func (a *metricsAgent) Stdin() io.WriteCloser  { return a.stdinW }
-func (a *metricsAgent) Stdout() io.ReadCloser  { return a.stdoutR }
-func (a *metricsAgent) Stderr() io.ReadCloser  { return a.stderrR }
-func (a *metricsAgent) PID() int               { return 4242 }
+func (a *metricsAgent) Stdin() io.WriteCloser { return a.stdinW }
+func (a *metricsAgent) Stdout() io.ReadCloser { return a.stdoutR }
+func (a *metricsAgent) Stderr() io.ReadCloser { return a.stderrR }
+func (a *metricsAgent) PID() int              { return 4242 }
 func (a *metricsAgent) Stop(context.Context) error {
 	a.stdinW.Close()
 	<-a.done
