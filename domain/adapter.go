@@ -27,10 +27,14 @@ func AgentExitedMessage(success bool, code *int) []byte {
 // InvalidStdoutMessage wraps a stdout line that was not JSON.
 func InvalidStdoutMessage(reason string, line []byte) []byte {
 	if len(line) > MaxInvalidStdoutRaw {
-		line = line[:MaxInvalidStdoutRaw]
-		for len(line) > 0 && !utf8.Valid(line) {
-			line = line[:len(line)-1]
+		// Back up over the continuation bytes of a character split by the
+		// cut (at most three). Invalid bytes elsewhere stay: quoting turns
+		// them into U+FFFD, so they must not shorten the quote.
+		cut := MaxInvalidStdoutRaw
+		for i := 0; i < utf8.UTFMax-1 && cut > 0 && !utf8.RuneStart(line[cut]); i++ {
+			cut--
 		}
+		line = line[:cut]
 	}
 	return []byte(`{"jsonrpc":"2.0","method":"_adapter/invalid_stdout","params":{"error":` +
 		quote(reason) + `,"raw":` + quote(string(line)) + `}}`)

@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -138,38 +136,10 @@ type benchDaemon struct {
 	pid int
 }
 
-// startBenchDaemon runs the binary with HOME=home on a free port, waits
-// for it, and stops it at the end of the benchmark.
+// startBenchDaemon runs the binary quietly with HOME=home.
 func startBenchDaemon(b *testing.B, home string) benchDaemon {
-	b.Helper()
-	port := freePort(b)
-	cmd := exec.Command(binary, "server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "HOME="+home)
-	cmd.Dir = home
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	u := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(u + "/v1/health"); err == nil {
-			resp.Body.Close()
-			return benchDaemon{url: u, pid: cmd.Process.Pid}
-		}
-	}
-	b.Fatal("daemon did not start")
-	return benchDaemon{}
+	d := startDaemon(b, daemonOpts{Home: home, Args: []string{"--log-level", "warn"}})
+	return benchDaemon{url: d.URL, pid: d.cmd.Process.Pid}
 }
 
 // procStatusKiB reads one "<field>: N kB" line of /proc/<pid>/status.

@@ -372,36 +372,9 @@ func BenchmarkACPPostPolicy(b *testing.B) {
 	}
 }
 
-// startPolicyBenchDaemon runs the binary with extra server flags and
-// returns its URL; it is stopped at the end of the benchmark.
+// startPolicyBenchDaemon runs the binary quietly with extra server flags
+// and returns its URL.
 func startPolicyBenchDaemon(b *testing.B, home string, args ...string) string {
-	b.Helper()
-	port := freePort(b)
-	cmd := exec.Command(binary, append([]string{"server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--log-level", "warn"}, args...)...)
-	cmd.Env = append(append(os.Environ(), "HOME="+home), policyCacheEnv()...)
-	cmd.Dir = home
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	u := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(u + "/v1/health"); err == nil {
-			resp.Body.Close()
-			return u
-		}
-	}
-	b.Fatal("daemon did not start")
-	return ""
+	d := startDaemon(b, daemonOpts{Home: home, Args: append([]string{"--log-level", "warn"}, args...), Env: policyCacheEnv()})
+	return d.URL
 }

@@ -12,6 +12,8 @@
 //	notification "exit"      → exits with params.code
 //	notification "spawn"     → starts a grandchild (sleep) that ignores SIGTERM, writes its pid
 //	notification "ignore-term" → ignores SIGTERM and stdin EOF from now on
+//	notification "stderr-flood" → in the background: one 1 MiB line, then params.n
+//	                           lines of 1 KiB on stderr, then the notification "flooded"
 //
 // Stdin lines are read without a length limit.
 package main
@@ -100,6 +102,8 @@ func handle(line []byte) {
 			signalIgnoreTerm()
 			stubborn = true
 			write([]byte(`{"jsonrpc":"2.0","method":"ignoring-term"}`))
+		case "stderr-flood":
+			go floodStderr(msg.Params.N)
 		}
 		return
 	}
@@ -133,4 +137,18 @@ func blockForever() {
 	for {
 		time.Sleep(time.Hour)
 	}
+}
+
+// floodStderr writes one oversized line and then n lines of 1 KiB to
+// stderr as fast as the pipe takes them, then says so on stdout.
+func floodStderr(n int) {
+	w := bufio.NewWriterSize(os.Stderr, 64<<10)
+	w.WriteString(strings.Repeat("L", 1<<20) + "\n")
+	line := "flood " + strings.Repeat("x", 1017) + "\n"
+	for range n {
+		w.WriteString(line)
+	}
+	w.WriteString("flood done\n")
+	w.Flush()
+	write([]byte(`{"jsonrpc":"2.0","method":"flooded","params":{}}`))
 }
