@@ -16,8 +16,18 @@ lint:
     go vet ./...
     if command -v golangci-lint >/dev/null; then golangci-lint run; fi
 
-bench:
+# Side-by-side: this daemon, the reference server 0.4.2 (npm) and direct
+# stdio, same mock agent, one run; prints the README's Benchmarks table.
+bench *ARGS:
+    go run ./e2e/cmd/benchcmp {{ARGS}}
+
+# The Go benchmarks of every package.
+bench-go:
     go test -run '^$' -bench . -benchmem ./...
+
+# Mixed load for DURATION, reporting RSS, goroutines and descriptors.
+soak DURATION="5m":
+    go run ./e2e/cmd/soak -duration {{DURATION}}
 
 fmt:
     gofmt -w $(git ls-files '*.go')

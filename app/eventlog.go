@@ -77,13 +77,18 @@ func (l *EventLog) Append(data []byte) uint64 {
 	return seq
 }
 
-// Close ends every reader. Appending after Close is allowed and harmless.
+// Close ends every reader and releases flush barriers. Appending after
+// Close is allowed and harmless.
 func (l *EventLog) Close() {
 	l.mu.Lock()
 	l.closed = true
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
+	}
+	if l.ackWake != nil {
+		close(l.ackWake)
+		l.ackWake = nil
 	}
 	l.mu.Unlock()
 }

@@ -85,10 +85,20 @@ func (in *instance) readStdout() {
 	var big []byte // accumulates a line longer than the reader's buffer
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if len(big)+len(chunk) > in.opts.MaxFrameBytes {
+		n := len(big) + len(chunk)
+		if err == nil {
+			n-- // the newline is not part of the frame
+		}
+		if n > in.opts.MaxFrameBytes {
 			in.logger.Error("agent wrote a frame over the limit; stopping it", "limit_bytes", in.opts.MaxFrameBytes)
-			go in.proc.Stop(context.Background()) //nolint:errcheck // watch records the exit
-			_, _ = io.Copy(io.Discard, r)         // keep the agent unblocked while it stops
+			go func() {
+				// SIGKILL after the grace period, as on DELETE: an agent
+				// ignoring SIGTERM must not outlive its instance's end.
+				ctx, cancel := context.WithTimeout(context.Background(), in.opts.StopGrace)
+				defer cancel()
+				in.proc.Stop(ctx) //nolint:errcheck // watch records the exit
+			}()
+			_, _ = io.Copy(io.Discard, r) // keep the agent unblocked while it stops
 			return
 		}
 		var line []byte
@@ -164,6 +174,10 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 			<-ch
 		}
 	}
+	// Both readers are done; release the pipes now rather than whenever a
+	// finalizer gets to them (a daemon with a large heap collects rarely).
+	in.proc.Stdout().Close()
+	in.proc.Stderr().Close()
 	in.mu.Lock()
 	in.exited = true
 	in.status = st
@@ -238,10 +252,13 @@ func (in *instance) write(data []byte) error {
 }
 
 func (in *instance) writeFailure(err error) error {
-	select {
-	case <-in.done:
+	// exited, not done: a client that has seen _adapter/agent_exited on the
+	// stream must get agent_process_exited, and done closes only after it.
+	in.mu.Lock()
+	exited := in.exited
+	in.mu.Unlock()
+	if exited {
 		return in.exitError()
-	default:
 	}
 	return &domain.Error{Kind: domain.KindStreamError, Msg: "failed to write to agent stdin", Details: map[string]any{"message": "failed to write to agent stdin"}, Err: err}
 }

@@ -209,7 +209,9 @@ func CanonicalID(raw []byte) string {
 	}
 	switch c := raw[0]; {
 	case c == '"':
-		if bytes.IndexByte(raw, '\\') < 0 {
+		// raw comes from a parsed frame and is valid JSON; the length check
+		// keeps a malformed argument (a lone quote) from panicking.
+		if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
 			return "s:" + string(raw[1:len(raw)-1])
 		}
 		var s string

@@ -424,7 +424,9 @@ func TestFaultClientDisconnects(t *testing.T) {
 // 1 000 spawn/DELETE cycles leave no zombie, no descriptor and no
 // goroutine behind.
 func TestFaultSpawnDeleteCycles(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "warn")})
+	// GOGC=off: no collection, so no finalizer closes a descriptor the
+	// daemon forgot; every one must be closed explicitly.
+	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "warn"), Env: []string{"GOGC=off"}})
 	pid := d.cmd.Process.Pid
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}

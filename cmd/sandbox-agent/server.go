@@ -172,13 +172,19 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- instances.Close(sctx) }()
-	shutErr := srv.Shutdown(sctx)
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(sctx) }()
 	if err := <-stopped; err != nil {
 		log.Warn("stopping agents", "err", err)
 	}
-	if shutErr != nil {
-		srv.Close()
+	// Every agent is gone and every stream has ended, except one stuck
+	// writing to a peer that reads nothing: give in-flight answers a
+	// moment, then cut what is left instead of waiting for the deadline.
+	select {
+	case <-shut:
+	case <-time.After(500 * time.Millisecond):
 	}
+	srv.Close()
 	log.Info("stopped")
 	return nil
 }

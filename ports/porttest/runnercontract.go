@@ -79,11 +79,7 @@ func RunnerContract(t *testing.T, r ports.AgentRunner, cat domain.LaunchSpec) {
 		if err := p.Stop(ctx); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
-		select {
-		case <-waited:
-		default:
-			t.Fatalf("Stop returned before Wait could")
-		}
+		guard(t, "Wait after Stop", func() (domain.ExitStatus, error) { return <-waited, nil })
 		guard(t, "stdout EOF", func() ([]byte, error) { return io.ReadAll(p.Stdout()) })
 		// Idempotent, and prompt once the agent is gone.
 		if err := p.Stop(ctx); err != nil {

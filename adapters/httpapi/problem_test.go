@@ -1,0 +1,199 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// TestProblemForKinds is the error table of api.md section 1, row by row:
+// each kind's status, title, type, detail and extension shape, as the
+// client receives it.
+func TestProblemForKinds(t *testing.T) {
+	tests := []struct {
+		err    *domain.Error
+		status int
+		title  string
+		body   string // the JSON body, exactly
+	}{
+		{domain.InvalidRequest("missing required 'agent' query parameter for first POST to /v1/acp/x"), 400, "Invalid Request",
+			`{"type":"urn:sandbox-agent:error:invalid_request","title":"Invalid Request","status":400,"detail":"invalid request: missing required 'agent' query parameter for first POST to /v1/acp/x"}`},
+		{&domain.Error{Kind: domain.KindUnsupportedAgent, Msg: "nope", Agent: "nope"}, 400, "Unsupported Agent",
+			`{"type":"urn:sandbox-agent:error:unsupported_agent","title":"Unsupported Agent","status":400,"detail":"unsupported agent: nope","agent":"nope"}`},
+		{&domain.Error{Kind: domain.KindTokenInvalid, Details: map[string]any{"message": "missing or invalid bearer token"}}, 401, "Token Invalid",
+			`{"type":"urn:sandbox-agent:error:token_invalid","title":"Token Invalid","status":401,"detail":"token invalid","details":{"message":"missing or invalid bearer token"}}`},
+		{&domain.Error{Kind: domain.KindPermissionDenied, Msg: "ignored in detail", Details: map[string]any{"message": "policy says no"}}, 403, "Permission Denied",
+			`{"type":"urn:sandbox-agent:error:permission_denied","title":"Permission Denied","status":403,"detail":"permission denied","details":{"message":"policy says no"}}`},
+		{&domain.Error{Kind: domain.KindAgentNotInstalled, Msg: "claude", Agent: "claude"}, 404, "Agent Not Installed",
+			`{"type":"urn:sandbox-agent:error:agent_not_installed","title":"Agent Not Installed","status":404,"detail":"agent not installed: claude","agent":"claude"}`},
+		{&domain.Error{Kind: domain.KindSessionNotFound, Msg: "s1", SessionID: "s1"}, 404, "Session Not Found",
+			`{"type":"urn:sandbox-agent:error:session_not_found","title":"Session Not Found","status":404,"detail":"session not found: s1","sessionId":"s1"}`},
+		{&domain.Error{Kind: domain.KindNotAcceptable, Msg: "this endpoint only produces application/json", Details: map[string]any{"message": "this endpoint only produces application/json"}}, 406, "Not Acceptable",
+			`{"type":"urn:sandbox-agent:error:not_acceptable","title":"Not Acceptable","status":406,"detail":"not acceptable: this endpoint only produces application/json","details":{"message":"this endpoint only produces application/json"}}`},
+		{&domain.Error{Kind: domain.KindConflict, Msg: "server 's' already exists for agent 'a'; requested 'b'", Details: map[string]any{"message": "server 's' already exists for agent 'a'; requested 'b'"}}, 409, "Conflict",
+			`{"type":"urn:sandbox-agent:error:conflict","title":"Conflict","status":409,"detail":"conflict: server 's' already exists for agent 'a'; requested 'b'","details":{"message":"server 's' already exists for agent 'a'; requested 'b'"}}`},
+		{tooLarge(32 << 20).(*domain.Error), 413, "Payload Too Large",
+			`{"type":"urn:sandbox-agent:error:payload_too_large","title":"Payload Too Large","status":413,"detail":"payload too large: request body exceeds 33554432 bytes","details":{"limitBytes":33554432}}`},
+		{&domain.Error{Kind: domain.KindUnsupportedMedia, Msg: "expected Content-Type: application/json", Details: map[string]any{"message": "expected Content-Type: application/json"}}, 415, "Unsupported Media Type",
+			`{"type":"urn:sandbox-agent:error:unsupported_media_type","title":"Unsupported Media Type","status":415,"detail":"unsupported media type: expected Content-Type: application/json","details":{"message":"expected Content-Type: application/json"}}`},
+		{&domain.Error{Kind: domain.KindInstallFailed, Msg: "codex", Agent: "codex", Details: map[string]any{"stderr": "npm ERR! 404"}}, 500, "Install Failed",
+			`{"type":"urn:sandbox-agent:error:install_failed","title":"Install Failed","status":500,"detail":"install failed: codex","agent":"codex","details":{"stderr":"npm ERR! 404"}}`},
+		{&domain.Error{Kind: domain.KindAgentProcessExited, Msg: "mock", Agent: "mock", Details: map[string]any{"exitCode": 3, "stderr": "a\nb"}}, 500, "Agent Process Exited",
+			`{"type":"urn:sandbox-agent:error:agent_process_exited","title":"Agent Process Exited","status":500,"detail":"agent process exited: mock","agent":"mock","details":{"exitCode":3,"stderr":"a\nb"}}`},
+		{&domain.Error{Kind: domain.KindAgentProcessExited, Msg: "mock", Agent: "mock", Details: map[string]any{"exitCode": nil, "stderr": ""}}, 500, "Agent Process Exited",
+			`{"type":"urn:sandbox-agent:error:agent_process_exited","title":"Agent Process Exited","status":500,"detail":"agent process exited: mock","agent":"mock","details":{"exitCode":null,"stderr":""}}`},
+		{&domain.Error{Kind: domain.KindStreamError, Msg: "failed to start agent process: x", Details: map[string]any{"message": "failed to start agent process: x"}, Err: errors.New("/secret/host/path: no such file")}, 502, "Stream Error",
+			`{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: failed to start agent process: x","details":{"message":"failed to start agent process: x"}}`},
+		{&domain.Error{Kind: domain.KindTimeout, Details: map[string]any{"message": "timed out waiting for agent response"}}, 504, "Timeout",
+			`{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`},
+	}
+	seen := map[domain.Kind]bool{}
+	for _, tt := range tests {
+		t.Run(string(tt.err.Kind), func(t *testing.T) {
+			seen[tt.err.Kind] = true
+			// Through a wrapping error, as handlers return them.
+			p := problemFor(context.Background(), fmt.Errorf("doing something: %w", tt.err))
+			if p.Status != tt.status || p.Title != tt.title {
+				t.Errorf("status %d title %q, want %d %q", p.Status, p.Title, tt.status, tt.title)
+			}
+			if got := string(p.body()); got != tt.body {
+				t.Errorf("body\n got %s\nwant %s", got, tt.body)
+			}
+			// And on the wire.
+			rec := httptest.NewRecorder()
+			writeProblem(rec, p)
+			if rec.Code != tt.status || rec.Header().Get("Content-Type") != "application/problem+json" || rec.Body.String() != tt.body {
+				t.Errorf("wire: %d %q %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+			}
+		})
+	}
+	if len(seen) != 14 || len(kindInfo) != 14 {
+		t.Errorf("table covers %d kinds, kindInfo has %d; api.md has 14", len(seen), len(kindInfo))
+	}
+	for k := range kindInfo {
+		if !seen[k] {
+			t.Errorf("kind %s has no row here", k)
+		}
+	}
+}
+
+func TestProblemForOthers(t *testing.T) {
+	t.Run("status override keeps the kind", func(t *testing.T) {
+		p := problemFor(context.Background(), &domain.Error{Kind: domain.KindInvalidRequest, Msg: "method not allowed", Status: 405})
+		if p.Status != 405 || p.Type != "urn:sandbox-agent:error:invalid_request" || p.Detail != "invalid request: method not allowed" {
+			t.Errorf("%+v", p)
+		}
+	})
+	t.Run("a problem passes through", func(t *testing.T) {
+		in := &Problem{Type: "urn:x", Title: "T", Status: 418, Detail: "d"}
+		if p := problemFor(context.Background(), fmt.Errorf("wrapped: %w", in)); p != in {
+			t.Errorf("got %+v", p)
+		}
+	})
+	t.Run("unknown errors are 500 and leak nothing", func(t *testing.T) {
+		p := problemFor(context.Background(), fmt.Errorf("open /home/secret/.config: %w", errors.New("permission denied")))
+		want := `{"type":"urn:sandbox-agent:error:internal","title":"Internal Server Error","status":500,"detail":"internal error"}`
+		if got := string(p.body()); got != want || p.Status != 500 {
+			t.Errorf("got %s", got)
+		}
+	})
+	t.Run("unknown kind is internal", func(t *testing.T) {
+		p := problemFor(context.Background(), &domain.Error{Kind: "made_up", Msg: "secret"})
+		if p.Status != 500 || strings.Contains(string(p.body()), "secret") {
+			t.Errorf("got %s", p.body())
+		}
+	})
+	t.Run("client gone", func(t *testing.T) {
+		p := problemFor(context.Background(), fmt.Errorf("waiting: %w", context.Canceled))
+		if p.Status != 499 {
+			t.Errorf("got %+v", p)
+		}
+	})
+}
+
+// problemOf decodes a problem response and checks its content type.
+func problemOf(t *testing.T, resp *http.Response, body []byte) map[string]any {
+	t.Helper()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q for %d %s", ct, resp.StatusCode, body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("problem body %q: %v", body, err)
+	}
+	if m["status"] != float64(resp.StatusCode) {
+		t.Errorf("status %v in body, %d on the wire", m["status"], resp.StatusCode)
+	}
+	return m
+}
+
+func wantProblem(t *testing.T, m map[string]any, kind, detail string) {
+	t.Helper()
+	if m["type"] != "urn:sandbox-agent:error:"+kind || (detail != "" && m["detail"] != detail) {
+		t.Errorf("problem %v, want kind %s detail %q", m, kind, detail)
+	}
+}
+
+// Errors raised by huma itself (parameter parsing, body decoding) use the
+// same problem shape as ours.
+func TestHumaErrorsAreProblems(t *testing.T) {
+	srv, _ := agentsServer(t)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+	}{
+		{"bad boolean query", "GET", "/v1/agents?config=maybe", "", 422},
+		{"bad JSON body", "POST", "/v1/agents/mock/install", "{", 400},
+		{"wrong body type", "POST", "/v1/agents/mock/install", `{"reinstall":"yes"}`, 422},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := doHTTP(t, tt.method, srv.URL+tt.path, tt.body, map[string]string{"Content-Type": "application/json"})
+			m := problemOf(t, resp, body)
+			if resp.StatusCode != tt.status {
+				t.Errorf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
+			}
+			wantProblem(t, m, "invalid_request", "")
+			if d, _ := m["detail"].(string); !strings.HasPrefix(d, "invalid request: ") {
+				t.Errorf("detail %q", d)
+			}
+			if _, ok := m["errors"]; ok {
+				t.Errorf("huma's own error shape leaked: %s", body)
+			}
+		})
+	}
+}
+
+// doHTTP sends one request and returns the response with its whole body.
+func doHTTP(t *testing.T, method, url, body string, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
