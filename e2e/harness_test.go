@@ -115,6 +115,9 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	cmd.Env = append(cmd.Env, "SANDBOX_AGENT_ACP_REGISTRY_URL=http://127.0.0.1:9/registry.json")
 	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Dir = home
+	// If the test binary dies (a go test timeout), the daemon shuts down
+	// cleanly instead of living on as an orphan with its agents.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	d := &daemon{t: t, cmd: cmd, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Home: home, logs: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	if err := cmd.Start(); err != nil {
