@@ -152,6 +152,10 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 			s.mu.Unlock()
 			return nil, domain.InvalidRequest("missing required 'agent' query parameter for first POST to /v1/acp/%s", req.ServerID)
 		}
+		if !domain.ValidServerID(req.ServerID) {
+			s.mu.Unlock()
+			return nil, domain.InvalidRequest("server id must be 1 to %d bytes with no '/' or NUL", domain.MaxServerIDLen)
+		}
 		if wait, busy := s.creating[req.ServerID]; busy {
 			s.mu.Unlock()
 			select {
