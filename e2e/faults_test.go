@@ -6,7 +6,6 @@ package e2e
 // goroutines, memory.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -108,21 +107,10 @@ func openFDs(t *testing.T, pid int) int {
 // zombieChildren lists the children of pid that have exited but were not
 // reaped.
 func zombieChildren(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
 	var out []int
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		f := bytes.Fields(b[i+1:])
-		if len(f) >= 2 && f[0][0] == 'Z' && string(f[1]) == strconv.Itoa(pid) {
-			out = append(out, child)
+	for _, p := range allProcs() {
+		if p.ppid == pid && p.state == 'Z' {
+			out = append(out, p.pid)
 		}
 	}
 	return out

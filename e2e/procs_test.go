@@ -9,11 +9,16 @@ import (
 	"time"
 )
 
-// liveGroupMembers lists the non-zombie processes of process group pgid.
-func liveGroupMembers(pgid int) []int {
+// procStat is what e2e needs from /proc/<pid>/stat.
+type procStat struct {
+	pid, ppid, pgrp int
+	state           byte // 'R', 'S', 'Z' (zombie), ...
+}
+
+// allProcs reads the stat line of every process on the machine.
+func allProcs() []procStat {
 	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	want := []byte(strconv.Itoa(pgid))
+	var out []procStat
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -23,13 +28,30 @@ func liveGroupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 {
 			continue
 		}
 		f := bytes.Fields(b[i+1:])
-		if len(f) >= 3 && f[0][0] != 'Z' && f[0][0] != 'X' && bytes.Equal(f[2], want) {
-			pids = append(pids, pid)
+		if len(f) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(string(f[1]))
+		pgrp, _ := strconv.Atoi(string(f[2]))
+		out = append(out, procStat{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]})
+	}
+	return out
+}
+
+func (p procStat) dead() bool { return p.state == 'Z' || p.state == 'X' }
+
+// liveGroupMembers lists the non-zombie processes of process group pgid.
+func liveGroupMembers(pgid int) []int {
+	var pids []int
+	for _, p := range allProcs() {
+		if p.pgrp == pgid && !p.dead() {
+			pids = append(pids, p.pid)
 		}
 	}
 	return pids
