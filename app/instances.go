@@ -263,6 +263,16 @@ func (s *Instances) List() []ServerInfo {
 	return out
 }
 
+// AgentOf returns the agent an instance runs, or "" for an unknown id.
+func (s *Instances) AgentOf(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.byID[id]; in != nil {
+		return in.agent
+	}
+	return ""
+}
+
 // Stderr returns the buffered stderr tail of an instance.
 func (s *Instances) Stderr(id string) (string, error) {
 	s.mu.Lock()

@@ -874,3 +874,21 @@ func TestStderrTail(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestAgentOf(t *testing.T) {
+	s := NewInstances(Options{}, &porttest.FakeRunner{}, launchFunc(launchAny))
+	defer s.Close(context.Background()) //nolint:errcheck // test cleanup
+	if got := s.AgentOf("x"); got != "" {
+		t.Fatalf("unknown id: %q", got)
+	}
+	if _, err := s.Post(context.Background(), PostRequest{ServerID: "x", Agent: "mock", HasAgent: true, Frame: frame(t, note)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.AgentOf("x"); got != "mock" {
+		t.Fatalf("AgentOf = %q", got)
+	}
+	s.Delete(context.Background(), "x")
+	if got := s.AgentOf("x"); got != "" {
+		t.Fatalf("after delete: %q", got)
+	}
+}

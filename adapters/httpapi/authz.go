@@ -100,16 +100,10 @@ func authorize(ctx context.Context, cfg *Config, req domain.AuthRequest) error {
 
 // boundAgent is the agent an existing server id runs, so a policy sees it
 // on requests that do not name it (every POST after the first, streams,
-// deletes). It scans the instance list: fine for the handful of instances
-// a daemon runs.
+// deletes).
 func boundAgent(cfg *Config, serverID string) string {
 	if cfg.Instances == nil {
 		return ""
 	}
-	for _, s := range cfg.Instances.List() {
-		if s.ServerID == serverID {
-			return s.Agent
-		}
-	}
-	return ""
+	return cfg.Instances.AgentOf(serverID)
 }
