@@ -212,18 +212,7 @@ func (r *Root) Rename(oldname, newname string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.root.Rename(oldRel, newRel); err != nil {
-		var le *os.LinkError
-		if errors.As(err, &le) {
-			out := &os.LinkError{Op: le.Op, Old: oldname, New: newname, Err: le.Err}
-			if isEscape(le.Err) {
-				out.Err = domain.ErrOutsideRoot
-			}
-			return out
-		}
-		return r.fix(oldname, err)
-	}
-	return nil
+	return r.fixLink(oldname, newname, oldname, r.root.Rename(oldRel, newRel))
 }
 
 // Stat implements afero.Fs; it follows symbolic links (inside the root).
@@ -253,18 +242,25 @@ func (r *Root) SymlinkIfPossible(oldname, newname string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.root.Symlink(oldname, rel); err != nil {
-		var le *os.LinkError
-		if errors.As(err, &le) {
-			out := &os.LinkError{Op: le.Op, Old: oldname, New: newname, Err: le.Err}
-			if isEscape(le.Err) {
-				out.Err = domain.ErrOutsideRoot
-			}
-			return out
-		}
-		return r.fix(newname, err)
+	return r.fixLink(oldname, newname, newname, r.root.Symlink(oldname, rel))
+}
+
+// fixLink gives a two-name error the names the caller used (not the
+// root-relative ones) and reports an escape as domain.ErrOutsideRoot; any
+// other error goes through fix for name.
+func (r *Root) fixLink(oldname, newname, name string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		out := &os.LinkError{Op: le.Op, Old: oldname, New: newname, Err: le.Err}
+		if isEscape(le.Err) {
+			out.Err = domain.ErrOutsideRoot
+		}
+		return out
+	}
+	return r.fix(name, err)
 }
 
 // ReadlinkIfPossible implements afero.LinkReader.

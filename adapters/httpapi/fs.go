@@ -142,13 +142,7 @@ func registerFS(api huma.API, cfg *Config) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
-		p, err := files.Delete(ctx, in.Path, in.Recursive)
-		if err != nil {
-			return nil, err
-		}
-		out := &fsPathOutput{}
-		out.Body.Path = p
-		return out, nil
+		return pathOutput(files.Delete(ctx, in.Path, in.Recursive))
 	})
 
 	huma.Register(api, huma.Operation{
@@ -158,13 +152,7 @@ func registerFS(api huma.API, cfg *Config) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
-		p, err := files.Mkdir(ctx, in.Path)
-		if err != nil {
-			return nil, err
-		}
-		out := &fsPathOutput{}
-		out.Body.Path = p
-		return out, nil
+		return pathOutput(files.Mkdir(ctx, in.Path))
 	})
 
 	huma.Register(api, huma.Operation{
@@ -328,3 +316,13 @@ func (w *rangeProblems) ReadFrom(r io.Reader) (int64, error) {
 }
 
 func (w *rangeProblems) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// pathOutput answers {"path": p}, the shape of delete and mkdir.
+func pathOutput(p string, err error) (*fsPathOutput, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := &fsPathOutput{}
+	out.Body.Path = p
+	return out, nil
+}
