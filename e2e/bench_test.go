@@ -105,6 +105,34 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 		report(b, durs)
 	})
+	// The same bare server in its own process, as the daemon is: this is
+	// the loopback HTTP round trip a separate daemon cannot avoid.
+	b.Run("loopback-http-process", func(b *testing.B) {
+		cmd := exec.Command(testAgent, "-http", "127.0.0.1:0")
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		url := "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening "))
+		client := &http.Client{}
+		var durs []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			resp, err := client.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":"r","method":"bench/echo","params":{}}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			durs = append(durs, time.Since(start))
+		}
+		report(b, durs)
+	})
 	// The least any HTTP-to-stdio proxy must do: one handler writes to the
 	// agent's stdin, one goroutine reads its stdout and hands the answer
 	// back. It bounds what the daemon's own design adds.

@@ -16,6 +16,10 @@
 //	                           lines of 1 KiB on stderr, then the notification "flooded"
 //
 // Stdin lines are read without a length limit.
+//
+// With -http ADDR it is instead a bare HTTP echo server (it prints
+// "listening <addr>" and answers every request with its body): the
+// benchmarks' baseline for a loopback HTTP round trip to another process.
 package main
 
 import (
@@ -45,6 +49,10 @@ func write(line []byte) {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-http" {
+		serveEcho(os.Args[2])
+		return
+	}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	for {
 		line, err := in.ReadBytes('\n')
