@@ -3,11 +3,14 @@ module github.com/sandbox-agent-go/sandbox-agent
 go 1.26.8
 
 require (
-	github.com/coder/acp-go-sdk v0.13.0 // indirect
-	github.com/danielgtaylor/huma/v2 v2.37.2 // indirect
-	github.com/lmittmann/tint v1.1.3 // indirect
-	github.com/spf13/afero v1.15.0 // indirect
-	github.com/tetratelabs/wazero v1.11.0 // indirect
+	github.com/coder/acp-go-sdk v0.13.0
+	github.com/danielgtaylor/huma/v2 v2.37.2
+	github.com/lmittmann/tint v1.1.3
+	github.com/spf13/afero v1.15.0
+	github.com/tetratelabs/wazero v1.11.0
+)
+
+require (
 	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 )
