@@ -2,6 +2,7 @@ package mockagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"sync"
@@ -64,7 +65,9 @@ func route(stdin io.Reader, sdk io.Writer, out io.Writer) error {
 	for {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 {
-			f, perr := domain.ParseFrame(line)
+			// Without its line ending the frame parses in place (a raw LF
+			// would make ParseFrame compact a copy).
+			f, perr := domain.ParseFrame(bytes.TrimRight(line, "\r\n"))
 			if perr == nil && f.Kind == domain.FrameRequest && !sdkMethods[f.Method] {
 				method, _ := jsonString(f.Method)
 				resp := `{"jsonrpc":"2.0","id":` + string(f.ID) + `,"result":{"echoedMethod":` + method + `}}` + "\n"
