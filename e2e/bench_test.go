@@ -71,6 +71,30 @@ func report(b *testing.B, durs []time.Duration) {
 	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-µs")
 }
 
+// timePosts POSTs a fresh echo request to url per iteration, checks the
+// answer is a 200 (and, with want, contains it), and reports p50 and p99.
+func timePosts(b *testing.B, url string, want []byte) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	var durs []time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)
+		start := time.Now()
+		resp, err := client.Post(url, "application/json", strings.NewReader(msg))
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		durs = append(durs, time.Since(start))
+		if resp.StatusCode != 200 || (want != nil && !bytes.Contains(body, want)) {
+			b.Fatalf("%d %s", resp.StatusCode, body)
+		}
+	}
+	report(b, durs)
+}
+
 func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("direct-stdio", func(b *testing.B) {
 		p := startStdioMock(b)
@@ -92,18 +116,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			w.Write(body)
 		}))
 		defer srv.Close()
-		var durs []time.Duration
-		for b.Loop() {
-			start := time.Now()
-			resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":"r","method":"bench/echo","params":{}}`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			durs = append(durs, time.Since(start))
-		}
-		report(b, durs)
+		timePosts(b, srv.URL, nil)
 	})
 	// The same bare server in its own process, as the daemon is: this is
 	// the loopback HTTP round trip a separate daemon cannot avoid.
@@ -119,19 +132,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		url := "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening "))
-		client := &http.Client{}
-		var durs []time.Duration
-		for b.Loop() {
-			start := time.Now()
-			resp, err := client.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":"r","method":"bench/echo","params":{}}`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			durs = append(durs, time.Since(start))
-		}
-		report(b, durs)
+		timePosts(b, url, nil)
 	})
 	// The least any HTTP-to-stdio proxy must do: one handler writes to the
 	// agent's stdin, one goroutine reads its stdout and hands the answer
@@ -156,47 +157,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 			w.Write(<-answers)
 		}))
 		defer srv.Close()
-		var durs []time.Duration
-		i := 0
-		for b.Loop() {
-			i++
-			start := time.Now()
-			resp, err := http.Post(srv.URL, "application/json", strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			durs = append(durs, time.Since(start))
-		}
-		report(b, durs)
+		timePosts(b, srv.URL, []byte(`"echoedMethod"`))
 	})
 	b.Run("daemon", func(b *testing.B) {
 		d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
 		if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
 			b.Fatalf("%d %s", st, body)
 		}
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-		var durs []time.Duration
-		i := 0
-		for b.Loop() {
-			i++
-			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)
-			start := time.Now()
-			req, _ := http.NewRequest("POST", d.URL+"/v1/acp/rt", strings.NewReader(msg))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			durs = append(durs, time.Since(start))
-			if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"echoedMethod"`)) {
-				b.Fatalf("%d %s", resp.StatusCode, body)
-			}
-		}
-		report(b, durs)
+		timePosts(b, d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
 	})
 }
 
