@@ -3,8 +3,9 @@ package e2e
 // Transport benchmarks: the daemon against the same mock agent over direct
 // stdio, and a bare loopback HTTP round trip as the floor of any HTTP proxy.
 //
-//	go test ./e2e -run '^$' -bench 'RoundTrip|Stream' -benchtime 2000x   (round trips)
-//	go test ./e2e -run '^$' -bench 'Stream' -benchtime 5x                 (100 000-update bursts)
+//	go test ./e2e -run '^$' -bench 'RoundTrip/goal' -benchtime 10x            (10 x 500 round trips per leg)
+//	go test ./e2e -run '^$' -bench 'RoundTrip/^[^g]' -benchtime 3000x         (each leg alone, and a minimal proxy)
+//	go test ./e2e -run '^$' -bench 'Stream' -benchtime 3x                     (100 000-update bursts)
 //
 // Goals (issue 2): round-trip p50 within 1.5x of direct stdio + loopback
 // HTTP, streaming at least 0.6x of direct stdio, zero loss.
@@ -71,31 +72,110 @@ func report(b *testing.B, durs []time.Duration) {
 	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-µs")
 }
 
-// timePosts POSTs a fresh echo request to url per iteration, checks the
-// answer is a 200 (and, with want, contains it), and reports p50 and p99.
+// poster POSTs echo requests to one URL over a keep-alive connection.
+type poster struct {
+	client *http.Client
+	url    string
+	want   []byte // when set, every answer must contain it
+}
+
+func newPoster(url string, want []byte) *poster {
+	return &poster{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}, url: url, want: want}
+}
+
+// post sends request number i and returns how long the answer took.
+func (p *poster) post(b *testing.B, i int) time.Duration {
+	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)
+	start := time.Now()
+	resp, err := p.client.Post(p.url, "application/json", strings.NewReader(msg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if resp.StatusCode != 200 || (p.want != nil && !bytes.Contains(body, p.want)) {
+		b.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	return d
+}
+
+// timePosts POSTs a fresh echo request to url per iteration and reports p50
+// and p99.
 func timePosts(b *testing.B, url string, want []byte) {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	p := newPoster(url, want)
 	var durs []time.Duration
 	i := 0
 	for b.Loop() {
 		i++
-		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)
-		start := time.Now()
-		resp, err := client.Post(url, "application/json", strings.NewReader(msg))
-		if err != nil {
-			b.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		durs = append(durs, time.Since(start))
-		if resp.StatusCode != 200 || (want != nil && !bytes.Contains(body, want)) {
-			b.Fatalf("%d %s", resp.StatusCode, body)
-		}
+		durs = append(durs, p.post(b, i))
 	}
 	report(b, durs)
 }
 
+func p50(durs []time.Duration) time.Duration {
+	slices.Sort(durs)
+	return durs[len(durs)/2]
+}
+
+// startHTTPEcho runs the bare echo server in its own process, as the daemon
+// is, and returns its URL.
+func startHTTPEcho(b *testing.B) string {
+	cmd := exec.Command(testAgent, "-http", "127.0.0.1:0")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	return "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening "))
+}
+
 func BenchmarkRoundTrip(b *testing.B) {
+	echo := func(p *stdioPeer, i int) time.Duration {
+		start := time.Now()
+		p.call(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i), fmt.Sprintf(`"id":"r%d"`, i))
+		return time.Since(start)
+	}
+	// The goal's three legs in turn, a block of requests each, so that a
+	// change in the machine's load moves all of them alike while each leg
+	// still runs warm, back to back; "ratio" is daemon p50 / (stdio p50 +
+	// HTTP p50), the goal's number. An iteration is one block of each.
+	b.Run("goal", func(b *testing.B) {
+		p := startStdioMock(b)
+		p.call(b, initMsg, `"id":1`)
+		bare := newPoster(startHTTPEcho(b), nil)
+		d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
+		if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+			b.Fatalf("%d %s", st, body)
+		}
+		daemon := newPoster(d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
+		var stdio, bareHTTP, through []time.Duration
+		i := 0
+		const block = 500
+		for b.Loop() {
+			for range block {
+				i++
+				stdio = append(stdio, echo(p, i))
+			}
+			for range block {
+				i++
+				bareHTTP = append(bareHTTP, bare.post(b, i))
+			}
+			for range block {
+				i++
+				through = append(through, daemon.post(b, i))
+			}
+		}
+		s, h, t := p50(stdio), p50(bareHTTP), p50(through)
+		b.ReportMetric(float64(s.Microseconds()), "stdio-p50-µs")
+		b.ReportMetric(float64(h.Microseconds()), "http-p50-µs")
+		b.ReportMetric(float64(t.Microseconds()), "daemon-p50-µs")
+		b.ReportMetric(float64(t)/float64(s+h), "ratio")
+	})
 	b.Run("direct-stdio", func(b *testing.B) {
 		p := startStdioMock(b)
 		p.call(b, initMsg, `"id":1`)
@@ -103,12 +183,12 @@ func BenchmarkRoundTrip(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			start := time.Now()
-			p.call(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i), fmt.Sprintf(`"id":"r%d"`, i))
-			durs = append(durs, time.Since(start))
+			durs = append(durs, echo(p, i))
 		}
 		report(b, durs)
 	})
+	// In one process with its client: the floor of loopback HTTP, which a
+	// daemon in its own process cannot reach.
 	b.Run("loopback-http", func(b *testing.B) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
@@ -121,18 +201,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	// The same bare server in its own process, as the daemon is: this is
 	// the loopback HTTP round trip a separate daemon cannot avoid.
 	b.Run("loopback-http-process", func(b *testing.B) {
-		cmd := exec.Command(testAgent, "-http", "127.0.0.1:0")
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil {
-			b.Fatal(err)
-		}
-		url := "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening "))
-		timePosts(b, url, nil)
+		timePosts(b, startHTTPEcho(b), nil)
 	})
 	// The least any HTTP-to-stdio proxy must do: one handler writes to the
 	// agent's stdin, one goroutine reads its stdout and hands the answer
