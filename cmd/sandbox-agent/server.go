@@ -100,6 +100,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("%v", err)
 	}
 	slog.SetDefault(log)
+	procs := sizeScheduler()
 
 	cors := httpapi.CORS{Origins: f.corsOrigins, Methods: f.corsMethods, Headers: f.corsHdr, Credentials: f.corsCreds}
 	if err := cors.Validate(); err != nil {
@@ -160,7 +161,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version, "auth", f.token != "")
+	log.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version, "auth", f.token != "", "gomaxprocs", procs)
 
 	select {
 	case err := <-served:

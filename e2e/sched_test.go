@@ -1,0 +1,37 @@
+package e2e
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The daemon runs its scheduler on half the CPUs (at least one), leaving the
+// rest to its agents, unless GOMAXPROCS says otherwise.
+func TestSchedulerSize(t *testing.T) {
+	// The line is logged just after the listener opens, so it may trail
+	// the first health check by a moment.
+	listening := func(d *daemon) string {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for _, line := range strings.Split(d.logs.String(), "\n") {
+				if strings.Contains(line, "sandbox-agent listening") {
+					return line
+				}
+			}
+		}
+		t.Fatalf("no listening line in:\n%s", d.logs.String())
+		return ""
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		want := "gomaxprocs=" + strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2))
+		if line := listening(startDaemon(t, daemonOpts{})); !strings.Contains(line, want) {
+			t.Errorf("want %s in %q", want, line)
+		}
+	}
+	if line := listening(startDaemon(t, daemonOpts{Env: []string{"GOMAXPROCS=3"}})); !strings.Contains(line, "gomaxprocs=3") {
+		t.Errorf("GOMAXPROCS=3 not honoured: %q", line)
+	}
+}
