@@ -18,9 +18,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -83,19 +88,28 @@ func newPoster(url string, want []byte) *poster {
 	return &poster{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}, url: url, want: want}
 }
 
-// post sends request number i and returns how long the answer took.
-func (p *poster) post(b *testing.B, i int) time.Duration {
+// tryPost sends request number i and returns how long the answer took; it
+// is safe off the benchmark's goroutine.
+func (p *poster) tryPost(i int) (time.Duration, error) {
 	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i)
 	start := time.Now()
 	resp, err := p.client.Post(p.url, "application/json", strings.NewReader(msg))
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
 	if resp.StatusCode != 200 || (p.want != nil && !bytes.Contains(body, p.want)) {
-		b.Fatalf("%d %s", resp.StatusCode, body)
+		return 0, fmt.Errorf("%d %s", resp.StatusCode, body)
+	}
+	return d, nil
+}
+
+func (p *poster) post(b *testing.B, i int) time.Duration {
+	d, err := p.tryPost(i)
+	if err != nil {
+		b.Fatal(err)
 	}
 	return d
 }
@@ -228,13 +242,92 @@ func BenchmarkRoundTrip(b *testing.B) {
 		defer srv.Close()
 		timePosts(b, srv.URL, []byte(`"echoedMethod"`))
 	})
-	b.Run("daemon", func(b *testing.B) {
-		d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
-		if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
-			b.Fatalf("%d %s", st, body)
-		}
-		timePosts(b, d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
-	})
+	// The daemon as shipped (its scheduler on half the CPUs) and with one P
+	// per CPU, Go's default; cpu-µs/op is the daemon's own CPU time.
+	for _, c := range schedulers() {
+		b.Run(c.name, func(b *testing.B) {
+			d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}, Env: c.env})
+			if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+				b.Fatalf("%d %s", st, body)
+			}
+			cpu := processCPU(b, d.cmd.Process.Pid)
+			timePosts(b, d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
+			b.ReportMetric(float64((processCPU(b, d.cmd.Process.Pid)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// schedulers are the daemon's scheduler sizes the benchmarks compare.
+func schedulers() []struct {
+	name string
+	env  []string
+} {
+	return []struct {
+		name string
+		env  []string
+	}{
+		{"daemon", nil},
+		{"daemon-all-cpus", []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}},
+	}
+}
+
+// processCPU is the user plus system time pid has used, from /proc (in
+// clock ticks of 10 ms, the USER_HZ of every Linux architecture Go runs on).
+func processCPU(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// BenchmarkConcurrentClients: 32 clients, each driving its own mock agent
+// with back-to-back requests; the machine's throughput, daemon and agents
+// sharing its CPUs.
+//
+//	go test ./e2e -run '^$' -bench ConcurrentClients -benchtime 20000x
+func BenchmarkConcurrentClients(b *testing.B) {
+	const clients = 32
+	for _, c := range schedulers() {
+		b.Run(c.name, func(b *testing.B) {
+			d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}, Env: c.env})
+			posters := make([]*poster, clients)
+			for i := range posters {
+				id := fmt.Sprintf("/v1/acp/c%d", i)
+				if st, body := d.post(id+"?agent=mock", initMsg); st != 200 {
+					b.Fatalf("%d %s", st, body)
+				}
+				posters[i] = newPoster(d.URL+id, []byte(`"echoedMethod"`))
+			}
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			errs := make(chan error, clients)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for _, p := range posters {
+				wg.Go(func() {
+					for i := 0; left.Add(-1) >= 0; i++ {
+						if _, err := p.tryPost(i); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+		})
+	}
 }
 
 // burst is the size of one streaming iteration.

@@ -12,9 +12,10 @@ import (
 // and the agents, which do the real work, run on the same CPUs. Each request
 // hands data between goroutines several times; with an idle P at hand, every
 // hand-off also wakes a spare thread that spins on a CPU the agent or the
-// client is waiting for. On the 2-vCPU machines sandboxes typically are, one
-// P measured a 25% lower round-trip p50 and 35% less CPU per request, for
-// 10% less throughput with 32 clients driving 32 agents flat out (README,
+// client is waiting for. On a 2-vCPU machine, as sandboxes often are, one P
+// measured a 10-25% lower round-trip p50 and a third less daemon CPU per
+// request, for 10% less throughput with 32 clients driving 32 agents flat
+// out (e2e benchmarks RoundTrip/daemon* and ConcurrentClients; README,
 // "Transport"). An explicit GOMAXPROCS in the environment wins, and agents
 // never inherit the daemon's choice, since it is not put in the environment.
 func relayProcs(goDefault int) int {
