@@ -429,12 +429,41 @@ func statusKiB(pid int, field string) int64 {
 	return 0
 }
 
+// settledRSS is pid's VmRSS once it has stopped moving (two readings 250 ms
+// apart within 64 KiB, for at most 10 s): a garbage-collected daemon hands
+// freed memory back to the OS gradually after a busy phase, and a reading
+// taken meanwhile would charge that release to whatever is measured next.
+func settledRSS(pid int) int64 {
+	last := statusKiB(pid, "VmRSS")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		now := statusKiB(pid, "VmRSS")
+		if d := now - last; d >= -64 && d <= 64 {
+			return now
+		}
+		last = now
+	}
+	return last
+}
+
 // ---- workloads against a daemon --------------------------------------
 
 func benchDaemon(ctx context.Context, c config, t *target, src, work string) (*figures, error) {
 	f := &figures{}
-	time.Sleep(300 * time.Millisecond) // let start-up allocations settle
-	f.idleRSS = statusKiB(t.pid(), "VmRSS")
+	f.idleRSS = settledRSS(t.pid())
+
+	// RSS per live instance, first: later phases leave freed heap behind
+	// that new instances would reuse unseen by RSS.
+	logf("%s: %d live instances", t.kind, c.perInstance)
+	for i := range c.perInstance {
+		if _, err := mustPost(ctx, t, "live-"+strconv.Itoa(i), "?agent=mock", initMsg); err != nil {
+			return nil, err
+		}
+	}
+	f.perInstanceRSS = (settledRSS(t.pid()) - f.idleRSS) / int64(c.perInstance)
+	for i := range c.perInstance {
+		del(t, "live-"+strconv.Itoa(i))
+	}
 
 	// Round trip.
 	logf("%s: %d round trips", t.kind, c.roundTrips)
@@ -481,21 +510,6 @@ func benchDaemon(ctx context.Context, c config, t *target, src, work string) (*f
 		del(t, id)
 	}
 	f.firstP50, f.firstP99 = percentile(durs, 0.50), percentile(durs, 0.99)
-
-	// RSS per live instance.
-	logf("%s: %d live instances", t.kind, c.perInstance)
-	time.Sleep(300 * time.Millisecond)
-	before := statusKiB(t.pid(), "VmRSS")
-	for i := range c.perInstance {
-		if _, err := mustPost(ctx, t, "live-"+strconv.Itoa(i), "?agent=mock", initMsg); err != nil {
-			return nil, err
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
-	f.perInstanceRSS = (statusKiB(t.pid(), "VmRSS") - before) / int64(c.perInstance)
-	for i := range c.perInstance {
-		del(t, "live-"+strconv.Itoa(i))
-	}
 
 	// Concurrent instances.
 	logf("%s: %d concurrent instances", t.kind, c.concurrent)
@@ -626,7 +640,7 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (rate float
 }
 
 func fileFigures(ctx context.Context, t *target, f *figures, src, dst, down string, size int64) {
-	before := statusKiB(t.pid(), "VmRSS")
+	before := settledRSS(t.pid())
 	peak := before
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
