@@ -135,7 +135,13 @@ func p50(durs []time.Duration) time.Duration {
 // startHTTPEcho runs the bare echo server in its own process, as the daemon
 // is, and returns its URL.
 func startHTTPEcho(b *testing.B) string {
-	cmd := exec.Command(testAgent, "-http", "127.0.0.1:0")
+	return startTestAgentServer(b, "-http", "127.0.0.1:0")
+}
+
+// startTestAgentServer runs testagent in one of its HTTP modes and returns
+// the URL it listens on.
+func startTestAgentServer(b *testing.B, args ...string) string {
+	cmd := exec.Command(testAgent, args...)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -241,6 +247,12 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}))
 		defer srv.Close()
 		timePosts(b, srv.URL, []byte(`"echoedMethod"`))
+	})
+	// The same minimal proxy as its own process, on the daemon's number of
+	// Ps: what the daemon's design adds is the difference to "daemon".
+	b.Run("minimal-proxy-process", func(b *testing.B) {
+		url := startTestAgentServer(b, "-proxy", "127.0.0.1:0", strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2)), binary, "mock-agent-process")
+		timePosts(b, url, []byte(`"echoedMethod"`))
 	})
 	// The daemon as shipped (its scheduler on half the CPUs) and with one P
 	// per CPU, Go's default; cpu-µs/op is the daemon's own CPU time.

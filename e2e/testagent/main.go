@@ -20,6 +20,8 @@
 // With -http ADDR it is instead a bare HTTP echo server (it prints
 // "listening <addr>" and answers every request with its body): the
 // benchmarks' baseline for a loopback HTTP round trip to another process.
+// With -proxy ADDR PROCS CMD [ARG...] it is a minimal HTTP-to-stdio proxy
+// for the agent CMD, on PROCS Go Ps (see serveProxy).
 package main
 
 import (
@@ -51,6 +53,15 @@ func write(line []byte) {
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == "-http" {
 		serveEcho(os.Args[2])
+		return
+	}
+	if len(os.Args) > 4 && os.Args[1] == "-proxy" {
+		procs, err := strconv.Atoi(os.Args[3])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testagent: -proxy ADDR PROCS CMD [ARG...]")
+			os.Exit(2)
+		}
+		serveProxy(os.Args[2], procs, os.Args[4:])
 		return
 	}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
