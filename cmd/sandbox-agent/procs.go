@@ -18,6 +18,8 @@ import (
 // out (e2e benchmarks RoundTrip/daemon* and ConcurrentClients; README,
 // "Transport"). An explicit GOMAXPROCS in the environment wins, and agents
 // never inherit the daemon's choice, since it is not put in the environment.
+// Setting it stops Go from re-reading a changed cgroup CPU limit while the
+// daemon runs; sandboxes get their limit before it starts.
 func relayProcs(goDefault int) int {
 	return max(1, goDefault/2)
 }
