@@ -68,13 +68,25 @@ func (p *stdioPeer) call(b *testing.B, msg, idField string) (before int) {
 	}
 }
 
-func report(b *testing.B, durs []time.Duration) {
+// quantile sorts durs and returns the q-quantile (0 ≤ q < 1).
+func quantile(durs []time.Duration, q float64) time.Duration {
 	slices.Sort(durs)
+	return durs[int(float64(len(durs))*q)]
+}
+
+func report(b *testing.B, durs []time.Duration) {
 	if len(durs) == 0 {
 		return
 	}
-	b.ReportMetric(float64(durs[len(durs)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(quantile(durs, 0.50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(quantile(durs, 0.99).Microseconds()), "p99-µs")
+}
+
+// echo times one echo request over the peer's pipes.
+func (p *stdioPeer) echo(b *testing.B, i int) time.Duration {
+	start := time.Now()
+	p.call(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i), fmt.Sprintf(`"id":"r%d"`, i))
+	return time.Since(start)
 }
 
 // poster POSTs echo requests to one URL over a keep-alive connection.
@@ -127,11 +139,6 @@ func timePosts(b *testing.B, url string, want []byte) {
 	report(b, durs)
 }
 
-func p50(durs []time.Duration) time.Duration {
-	slices.Sort(durs)
-	return durs[len(durs)/2]
-}
-
 // startHTTPEcho runs the bare echo server in its own process, as the daemon
 // is, and returns its URL.
 func startHTTPEcho(b *testing.B) string {
@@ -155,11 +162,6 @@ func startTestAgentServer(b *testing.B, args ...string) string {
 }
 
 func BenchmarkRoundTrip(b *testing.B) {
-	echo := func(p *stdioPeer, i int) time.Duration {
-		start := time.Now()
-		p.call(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":"r%d","method":"bench/echo","params":{}}`, i), fmt.Sprintf(`"id":"r%d"`, i))
-		return time.Since(start)
-	}
 	// The goal's three legs in turn, a block of requests each, so that a
 	// change in the machine's load moves all of them alike while each leg
 	// still runs warm, back to back; "ratio" is daemon p50 / (stdio p50 +
@@ -179,7 +181,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		for b.Loop() {
 			for range block {
 				i++
-				stdio = append(stdio, echo(p, i))
+				stdio = append(stdio, p.echo(b, i))
 			}
 			for range block {
 				i++
@@ -190,7 +192,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				through = append(through, daemon.post(b, i))
 			}
 		}
-		s, h, t := p50(stdio), p50(bareHTTP), p50(through)
+		s, h, t := quantile(stdio, 0.5), quantile(bareHTTP, 0.5), quantile(through, 0.5)
 		b.ReportMetric(float64(s.Microseconds()), "stdio-p50-µs")
 		b.ReportMetric(float64(h.Microseconds()), "http-p50-µs")
 		b.ReportMetric(float64(t.Microseconds()), "daemon-p50-µs")
@@ -203,7 +205,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			durs = append(durs, echo(p, i))
+			durs = append(durs, p.echo(b, i))
 		}
 		report(b, durs)
 	})
@@ -256,7 +258,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	})
 	// The daemon as shipped (its scheduler on half the CPUs) and with one P
 	// per CPU, Go's default; cpu-µs/op is the daemon's own CPU time.
-	for _, c := range schedulers() {
+	for _, c := range schedulers {
 		b.Run(c.name, func(b *testing.B) {
 			d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}, Env: c.env})
 			if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
@@ -269,18 +271,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// schedulers are the daemon's scheduler sizes the benchmarks compare.
-func schedulers() []struct {
+// schedulers are the daemon's scheduler sizes the benchmarks compare: as
+// shipped, and Go's default of one P per CPU.
+var schedulers = []struct {
 	name string
 	env  []string
-} {
-	return []struct {
-		name string
-		env  []string
-	}{
-		{"daemon", nil},
-		{"daemon-all-cpus", []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}},
-	}
+}{
+	{"daemon", nil},
+	{"daemon-all-cpus", []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}},
 }
 
 // processCPU is the user plus system time pid has used, from /proc (in
@@ -304,7 +302,7 @@ func processCPU(b *testing.B, pid int) time.Duration {
 //	go test ./e2e -run '^$' -bench ConcurrentClients -benchtime 20000x
 func BenchmarkConcurrentClients(b *testing.B) {
 	const clients = 32
-	for _, c := range schedulers() {
+	for _, c := range schedulers {
 		b.Run(c.name, func(b *testing.B) {
 			d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}, Env: c.env})
 			posters := make([]*poster, clients)
