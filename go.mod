@@ -7,10 +7,13 @@ require (
 	github.com/danielgtaylor/huma/v2 v2.37.2
 	github.com/lmittmann/tint v1.1.3
 	github.com/spf13/afero v1.15.0
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	github.com/tetratelabs/wazero v1.11.0
 )
 
 require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 )

@@ -350,7 +350,7 @@ func TestInstallCLI(t *testing.T) {
 	if out, _, err = run("install-agent", "claude"); err != nil || !strings.Contains(out, `"already_installed": true`) {
 		t.Errorf("second install-agent: %v\n%s", err, out)
 	}
-	if _, errOut, err = run("install-agent"); err == nil || !strings.Contains(errOut, "usage") {
+	if _, errOut, err = run("install-agent"); err == nil || !strings.Contains(errOut, "Usage:") {
 		t.Errorf("install-agent without agent: %v\n%s", err, errOut)
 	}
 

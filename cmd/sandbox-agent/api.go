@@ -1,49 +1,27 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 )
 
-const apiUsage = `usage: sandbox-agent api <group> <command> [flags]
-
-  api agents list [--config] [--no-cache]
-  api agents get <agent> [--config] [--no-cache]
-  api agents install <agent> [-r|--reinstall] [--agent-version V] [--agent-process-version V]
-  api acp post <server_id> [--agent A] [MESSAGE]   (no MESSAGE: one per line from stdin)
-  api acp stream <server_id> [--last-event-id N] [--ids]
-  api acp close <server_id>
-  api acp list
-
-Common flags: --endpoint URL (default $SANDBOX_AGENT_ENDPOINT or
-http://127.0.0.1:2468), --token T (default $SANDBOX_AGENT_TOKEN).
-`
-
-// runAPI talks to a running daemon. Each group dispatches on its first
-// argument.
-func runAPI(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, apiUsage)
-		return usagef("")
+// newAPICmd is "sandbox-agent api": a terminal client of a running daemon.
+func newAPICmd() *cobra.Command {
+	api := &cobra.Command{
+		Use:   "api",
+		Short: "Talk to a running daemon",
 	}
-	switch args[0] {
-	case "agents":
-		return runAPIAgents(ctx, args[1:], stdout, stderr)
-	case "acp":
-		return runAPIACP(ctx, args[1:], stdin, stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, apiUsage)
-		return nil
-	}
-	fmt.Fprint(stderr, apiUsage)
-	return usagef("api: unknown group %q", args[0])
+	agents := &cobra.Command{Use: "agents", Short: "List, inspect and install agents"}
+	agents.AddCommand(newAPIAgentsListCmd(), newAPIAgentsGetCmd(), newAPIAgentsInstallCmd())
+	api.AddCommand(agents, newAPIACPCmd())
+	return api
 }
 
 // apiFlags are the flags every api command takes.
@@ -51,79 +29,93 @@ type apiFlags struct {
 	endpoint, token string
 }
 
-func (f *apiFlags) register(fs *flag.FlagSet) {
-	endpoint := os.Getenv("SANDBOX_AGENT_ENDPOINT")
-	if endpoint == "" {
-		endpoint = "http://127.0.0.1:2468"
-	}
-	fs.StringVar(&f.endpoint, "endpoint", endpoint, "daemon URL")
-	fs.StringVar(&f.endpoint, "e", endpoint, "alias of --endpoint")
-	fs.StringVar(&f.token, "token", os.Getenv("SANDBOX_AGENT_TOKEN"), "bearer token")
-	fs.StringVar(&f.token, "t", os.Getenv("SANDBOX_AGENT_TOKEN"), "alias of --token")
+const defaultEndpoint = "http://127.0.0.1:2468"
+
+func (f *apiFlags) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.endpoint, "endpoint", "e", "", "URL of the daemon (default: $SANDBOX_AGENT_ENDPOINT, else "+defaultEndpoint+")")
+	fs.StringVarP(&f.token, "token", "t", "", "bearer token to send (default: $SANDBOX_AGENT_TOKEN)")
 }
 
-func (f *apiFlags) client() *httpclient.Client {
+// client applies the environment defaults (read here, so --help never
+// prints a token) and returns a client of the daemon.
+func (f *apiFlags) client(fs *pflag.FlagSet) *httpclient.Client {
+	if !fs.Changed("endpoint") {
+		if f.endpoint = os.Getenv("SANDBOX_AGENT_ENDPOINT"); f.endpoint == "" {
+			f.endpoint = defaultEndpoint
+		}
+	}
+	if !fs.Changed("token") {
+		f.token = os.Getenv("SANDBOX_AGENT_TOKEN")
+	}
 	return &httpclient.Client{BaseURL: f.endpoint, Token: f.token}
 }
 
-func runAPIAgents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, apiUsage)
-		return usagef("api agents: list, get or install")
-	}
-	cmd := args[0]
-	fs := flag.NewFlagSet("api agents "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func newAPIAgentsListCmd() *cobra.Command {
 	var af apiFlags
-	af.register(fs)
 	var config, noCache bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the agents the daemon knows",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			agents, err := af.client(c.Flags()).ListAgents(c.Context(), config, noCache)
+			if err != nil {
+				return err
+			}
+			return printJSON(c.OutOrStdout(), map[string]any{"agents": agents})
+		},
+	}
+	af.register(cmd.Flags())
+	cmd.Flags().BoolVar(&config, "config", false, "include version, path and configOptions")
+	cmd.Flags().BoolVar(&noCache, "no-cache", false, "probe versions again")
+	return cmd
+}
+
+func newAPIAgentsGetCmd() *cobra.Command {
+	var af apiFlags
+	var config, noCache bool
+	cmd := &cobra.Command{
+		Use:   "get <agent>",
+		Short: "Show one agent",
+		Args:  argsBetween(1, 1),
+		RunE: func(c *cobra.Command, args []string) error {
+			out, err := af.client(c.Flags()).Agent(c.Context(), args[0], config, noCache)
+			if err != nil {
+				return err
+			}
+			return printJSON(c.OutOrStdout(), out)
+		},
+	}
+	af.register(cmd.Flags())
+	cmd.Flags().BoolVar(&config, "config", false, "include version, path and configOptions")
+	cmd.Flags().BoolVar(&noCache, "no-cache", false, "probe versions again")
+	return cmd
+}
+
+func newAPIAgentsInstallCmd() *cobra.Command {
+	var af apiFlags
 	var inst installFlags
-	switch cmd {
-	case "list", "get":
-		fs.BoolVar(&config, "config", false, "include version, path and configOptions")
-		fs.BoolVar(&noCache, "no-cache", false, "probe versions again")
-	case "install":
-		inst.register(fs)
-	default:
-		fmt.Fprint(stderr, apiUsage)
-		return usagef("api agents: unknown command %q", cmd)
+	cmd := &cobra.Command{
+		Use:   "install <agent>",
+		Short: "Install an agent on the daemon's host",
+		Args:  argsBetween(1, 1),
+		RunE: func(c *cobra.Command, args []string) error {
+			client := af.client(c.Flags())
+			fmt.Fprintf(c.ErrOrStderr(), "installing %s on %s ...\n", args[0], af.endpoint)
+			out, err := client.InstallAgent(c.Context(), args[0], inst.opts)
+			if err != nil {
+				return err
+			}
+			return printJSON(c.OutOrStdout(), out)
+		},
 	}
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
-	}
-	c := af.client()
-	var out any
-	switch cmd {
-	case "list":
-		if len(pos) != 0 {
-			return usagef("api agents list takes no arguments")
-		}
-		agents, err := c.ListAgents(ctx, config, noCache)
-		if err != nil {
-			return err
-		}
-		out = map[string]any{"agents": agents}
-	case "get":
-		if len(pos) != 1 {
-			return usagef("api agents get needs one agent id")
-		}
-		if out, err = c.Agent(ctx, pos[0], config, noCache); err != nil {
-			return err
-		}
-	case "install":
-		if len(pos) != 1 {
-			return usagef("api agents install needs one agent id")
-		}
-		fmt.Fprintf(stderr, "installing %s on %s ...\n", pos[0], af.endpoint)
-		if out, err = c.InstallAgent(ctx, pos[0], inst.opts); err != nil {
-			return err
-		}
-	}
-	enc := json.NewEncoder(stdout)
+	af.register(cmd.Flags())
+	inst.register(cmd.Flags())
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(v)
 }

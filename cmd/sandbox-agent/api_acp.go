@@ -5,85 +5,127 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 )
 
-// runAPIACP is "api acp post|stream|close|list": a terminal client of the
-// ACP transport. Messages go out exactly as typed; answers and stream
+// newAPIACPCmd is "api acp post|stream|close|list": a terminal client of
+// the ACP transport. Messages go out exactly as typed; answers and stream
 // events are printed one JSON message per line.
-func runAPIACP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, apiUsage)
-		return usagef("api acp: post, stream, close or list")
-	}
-	cmd := args[0]
-	fs := flag.NewFlagSet("api acp "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func newAPIACPCmd() *cobra.Command {
+	acp := &cobra.Command{Use: "acp", Short: "Talk to agents over the ACP HTTP transport"}
+	acp.AddCommand(newACPPostCmd(), newACPStreamCmd(), newACPCloseCmd(), newACPListCmd())
+	return acp
+}
+
+func newACPPostCmd() *cobra.Command {
 	var af apiFlags
-	af.register(fs)
-	agent := fs.String("agent", "", "agent to start on the first POST to a new server id")
-	lastID := fs.String("last-event-id", "", "resume the stream after this event id")
-	ids := fs.Bool("ids", false, "prefix each streamed message with its event id and a tab")
-	if err := fs.Parse(reorderFlags(args[1:])); err != nil {
-		return usagef("%v", err)
-	}
-	c := af.client()
-	if cmd == "list" {
-		var out json.RawMessage
-		if err := c.Do(ctx, "GET", "/v1/acp", nil, nil, &out); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintf(stdout, "%s\n", bytes.TrimSpace(out))
-		return err
-	}
-	if fs.NArg() < 1 {
-		return usagef("api acp %s: missing <server_id>", cmd)
-	}
-	id := fs.Arg(0)
-	switch cmd {
-	case "post":
-		if fs.NArg() > 1 {
-			return postOne(ctx, c, id, *agent, []byte(fs.Arg(1)), stdout, stderr)
-		}
-		// One message per line from stdin; the agent query only on the first.
-		r := bufio.NewReaderSize(stdin, 64<<10)
-		for {
-			line, err := r.ReadBytes('\n')
-			if msg := bytes.TrimSpace(line); len(msg) > 0 {
-				if perr := postOne(ctx, c, id, *agent, msg, stdout, stderr); perr != nil {
-					return perr
-				}
-				*agent = ""
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "post <server_id> [MESSAGE]",
+		Short: "Send ACP messages to a server id",
+		Long: `Send one JSON-RPC message (MESSAGE), or one per line from stdin when
+MESSAGE is not given, to the ACP server <server_id>. Answers are printed one
+per line; a notification or an asynchronous request prints "202 Accepted"
+on stderr.`,
+		Example: `  sandbox-agent api acp post demo --agent mock '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'`,
+		Args:    argsBetween(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx, client, id := c.Context(), af.client(c.Flags()), args[0]
+			stdout, stderr := c.OutOrStdout(), c.ErrOrStderr()
+			if len(args) > 1 {
+				return postOne(ctx, client, id, agent, []byte(args[1]), stdout, stderr)
 			}
-			if err == io.EOF {
+			// One message per line from stdin; the agent query only on the first.
+			r := bufio.NewReaderSize(c.InOrStdin(), 64<<10)
+			for {
+				line, err := r.ReadBytes('\n')
+				if msg := bytes.TrimSpace(line); len(msg) > 0 {
+					if perr := postOne(ctx, client, id, agent, msg, stdout, stderr); perr != nil {
+						return perr
+					}
+					agent = ""
+				}
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+			}
+		},
+	}
+	af.register(cmd.Flags())
+	cmd.Flags().StringVar(&agent, "agent", "", "agent to start on the first POST to a new server id")
+	return cmd
+}
+
+func newACPStreamCmd() *cobra.Command {
+	var af apiFlags
+	var lastID string
+	var ids bool
+	cmd := &cobra.Command{
+		Use:   "stream <server_id>",
+		Short: "Print a server id's event stream until interrupted",
+		Args:  argsBetween(1, 1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx, stdout := c.Context(), c.OutOrStdout()
+			err := af.client(c.Flags()).StreamACP(ctx, args[0], lastID, func(ev httpclient.ACPEvent) error {
+				if ids {
+					_, err := fmt.Fprintf(stdout, "%s\t%s\n", ev.ID, ev.Data)
+					return err
+				}
+				_, err := fmt.Fprintf(stdout, "%s\n", ev.Data)
+				return err
+			})
+			// Ending a stream with Ctrl-C is the normal way out, not an error.
+			if ctx.Err() != nil {
 				return nil
 			}
-			if err != nil {
-				return err
-			}
-		}
-	case "stream":
-		// Ending a stream with Ctrl-C is the normal way out, not an error.
-		err := c.StreamACP(ctx, id, *lastID, func(ev httpclient.ACPEvent) error {
-			if *ids {
-				_, err := fmt.Fprintf(stdout, "%s\t%s\n", ev.ID, ev.Data)
-				return err
-			}
-			_, err := fmt.Fprintf(stdout, "%s\n", ev.Data)
 			return err
-		})
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	case "close":
-		return c.CloseACP(ctx, id)
+		},
 	}
-	return usagef("api acp: unknown command %q (post, stream, close, list)", cmd)
+	af.register(cmd.Flags())
+	cmd.Flags().StringVar(&lastID, "last-event-id", "", "resume the stream after this event id")
+	cmd.Flags().BoolVar(&ids, "ids", false, "prefix each message with its event id and a tab")
+	return cmd
+}
+
+func newACPCloseCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{
+		Use:   "close <server_id>",
+		Short: "Stop a server id's agent and forget it",
+		Args:  argsBetween(1, 1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return af.client(c.Flags()).CloseACP(c.Context(), args[0])
+		},
+	}
+	af.register(cmd.Flags())
+	return cmd
+}
+
+func newACPListCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the running ACP server ids",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var out json.RawMessage
+			if err := af.client(c.Flags()).Do(c.Context(), "GET", "/v1/acp", nil, nil, &out); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(c.OutOrStdout(), "%s\n", bytes.TrimSpace(out))
+			return err
+		},
+	}
+	af.register(cmd.Flags())
+	return cmd
 }
 
 func postOne(ctx context.Context, c *httpclient.Client, id, agent string, msg []byte, stdout, stderr io.Writer) error {
@@ -97,32 +139,4 @@ func postOne(ctx context.Context, c *httpclient.Client, id, agent string, msg []
 	}
 	_, err = fmt.Fprintf(stdout, "%s\n", bytes.TrimSpace(answer))
 	return err
-}
-
-// reorderFlags moves flags before positional arguments, so both
-// "post s1 --agent mock" and "post --agent mock s1" work. A JSON message
-// starting with "{" is never taken for a flag.
-func reorderFlags(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if len(a) > 1 && a[0] == '-' {
-			flags = append(flags, a)
-			if !bytes.Contains([]byte(a), []byte("=")) && i+1 < len(args) && takesValue(a) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		pos = append(pos, a)
-	}
-	return append(flags, pos...)
-}
-
-func takesValue(flagName string) bool {
-	switch flagName {
-	case "-ids", "--ids", "-h", "--help":
-		return false
-	}
-	return true
 }

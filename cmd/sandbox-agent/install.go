@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/afero"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/npm"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/registry"
@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	extraCommands["install-agent"] = runInstallAgent
+	extraCommands = append(extraCommands, newInstallAgentCmd)
 }
 
 // registryURL is SANDBOX_AGENT_ACP_REGISTRY_URL, else the public registry.
@@ -88,49 +88,37 @@ type installFlags struct {
 	all  bool
 }
 
-func (f *installFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&f.opts.Reinstall, "reinstall", false, "install again even when installed")
-	fs.BoolVar(&f.opts.Reinstall, "r", false, "alias of --reinstall")
+func (f *installFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVarP(&f.opts.Reinstall, "reinstall", "r", false, "install again even when installed")
 	fs.StringVar(&f.opts.AgentVersion, "agent-version", "", "version of the native agent binary (installs it)")
 	fs.StringVar(&f.opts.AgentProcessVersion, "agent-process-version", "", "version of the ACP adapter package")
 }
 
-// parseInterleaved parses flags that may come before or after positional
-// arguments ("install-agent claude -r" and "install-agent -r claude").
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-// runInstallAgent is "sandbox-agent install-agent <agent>|--all [...]": it
+// newInstallAgentCmd is "sandbox-agent install-agent <agent>|--all": it
 // installs on this host without a daemon, printing progress on stderr and
 // the result as JSON on stdout.
-func runInstallAgent(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+func newInstallAgentCmd() *cobra.Command {
 	var f installFlags
-	fs := flag.NewFlagSet("install-agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sandbox-agent install-agent <agent>|--all [-r|--reinstall] [--agent-version V] [--agent-process-version V]")
-		fs.PrintDefaults()
+	cmd := &cobra.Command{
+		Use:   "install-agent <agent>|--all [flags]",
+		Short: "Install an agent on this host",
+		Long: `Install an agent (its ACP adapter, and with --agent-version its native
+binary) on this host, without a daemon. Progress goes to stderr, the result
+as JSON to stdout.`,
+		Example: `  sandbox-agent install-agent claude
+  sandbox-agent install-agent codex --agent-process-version 0.16.0
+  sandbox-agent install-agent --all -r`,
+		Args: argsBetween(0, 1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runInstallAgent(c.Context(), f, args, c.OutOrStdout(), c.ErrOrStderr())
+		},
 	}
-	f.register(fs)
-	fs.BoolVar(&f.all, "all", false, "install every known agent")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("%v", err)
-	}
+	f.register(cmd.Flags())
+	cmd.Flags().BoolVar(&f.all, "all", false, "install every known agent")
+	return cmd
+}
+
+func runInstallAgent(ctx context.Context, f installFlags, pos []string, stdout, stderr io.Writer) error {
 	var agents []string
 	switch {
 	case f.all && len(pos) == 0:
@@ -141,9 +129,10 @@ func runInstallAgent(ctx context.Context, args []string, _ io.Reader, stdout, st
 		}
 	case !f.all && len(pos) == 1:
 		agents = pos
+	case f.all:
+		return usagef("--all installs every agent; give no agent id with it")
 	default:
-		fs.Usage()
-		return usagef("install-agent needs one agent id or --all")
+		return usagef("missing <agent> (or --all)")
 	}
 	inst := newInstaller(nil, func(agent, msg string) {
 		fmt.Fprintf(stderr, "[%s] %s %s\n", time.Now().Format(time.TimeOnly), agent, msg)

@@ -24,69 +24,56 @@ func main() {
 	go func() { <-ctx.Done(); stop() }()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		var ue usageError
-		if !errors.As(err, &ue) || ue.msg != "" {
-			fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
-		}
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	os.Exit(exitCode(err, os.Stderr))
 }
 
-// usageError is a command-line mistake (exit status 2).
+// exitCode maps run's error to the process status: 0, 2 for a command-line
+// mistake (already reported with its usage by run), 1 for anything else,
+// printed here.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	fmt.Fprintln(stderr, "sandbox-agent:", err)
+	return 1
+}
+
+// usageError is a command-line mistake (exit status 2). Commands return it
+// through usagef for mistakes only found after parsing (e.g. a bad
+// --log-format); run prints it with the command's usage.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-const usage = `sandbox-agent runs ACP coding agents and exposes them over HTTP.
-
-Usage:
-  sandbox-agent server [flags]          start the daemon (see: server --help)
-  sandbox-agent mock-agent-process      run the built-in mock ACP agent on stdio
-  sandbox-agent install-agent <agent>|--all [-r] [--agent-version V] [--agent-process-version V]
-                                        install an agent on this host
-  sandbox-agent api agents list|get|install ...
-  sandbox-agent api acp post|stream|close ...
-                                        talk to a running daemon
-  sandbox-agent openapi [--yaml]        print the OpenAPI document
-  sandbox-agent policy test POLICY CASES
-                                        check an auth policy against request cases
-  sandbox-agent --version
-`
-
+// run executes one command line. Help goes to stdout (nil error); a usage
+// error is printed with the failing command's usage to stderr and returned
+// as a usageError; other errors are returned unprinted.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return usagef("")
+	root := newRootCmd()
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if args == nil {
+		args = []string{} // nil would make cobra read os.Args
 	}
-	switch args[0] {
-	case "server":
-		return runServer(ctx, args[1:], stdout, stderr)
-	case "mock-agent-process":
-		return runMockAgent(ctx, stdin, stdout, stderr)
-	case "openapi":
-		return runOpenAPI(args[1:], stdout)
-	case "api":
-		return runAPI(ctx, args[1:], stdin, stdout, stderr)
-	case "--version", "-V", "version":
-		fmt.Fprintln(stdout, "sandbox-agent", version)
-		return nil
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return nil
 	}
-	if cmd, ok := extraCommands[args[0]]; ok {
-		return cmd(ctx, args[1:], stdin, stdout, stderr)
+	var ue usageError
+	if !errors.As(err, &ue) {
+		return err
 	}
-	fmt.Fprint(stderr, usage)
-	return usagef("unknown command %q", args[0])
+	if cmd == nil {
+		cmd = root
+	}
+	fmt.Fprintf(stderr, "%s: %s\n\n%s", cmd.CommandPath(), ue.msg, cmd.UsageString())
+	return err
 }
-
-// extraCommands are subcommands registered by other files of this package
-// (install-agent, policy, ...), so each feature wires itself in one place.
-var extraCommands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error{}

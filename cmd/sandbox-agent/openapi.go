@@ -2,20 +2,30 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"io"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 )
 
-func runOpenAPI(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("openapi", flag.ContinueOnError)
-	asYAML := fs.Bool("yaml", false, "print YAML instead of JSON")
-	if err := fs.Parse(args); err != nil {
-		return usagef("%v", err)
+func newOpenAPICmd() *cobra.Command {
+	var asYAML bool
+	cmd := &cobra.Command{
+		Use:   "openapi",
+		Short: "Print the OpenAPI document of the HTTP API",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return printOpenAPI(c.OutOrStdout(), asYAML)
+		},
 	}
+	cmd.Flags().BoolVar(&asYAML, "yaml", false, "print YAML instead of JSON")
+	return cmd
+}
+
+func printOpenAPI(stdout io.Writer, asYAML bool) error {
 	doc := httpapi.OpenAPI(version)
-	if *asYAML {
+	if asYAML {
 		b, err := doc.YAML()
 		if err != nil {
 			return err

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,11 +13,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
-func init() { extraCommands["policy"] = runPolicy }
+func init() { extraCommands = append(extraCommands, newPolicyCmd) }
 
 // policyFlags are the server's --policy (repeatable) and --policy-cache.
 type policyFlags struct {
@@ -27,16 +28,23 @@ type policyFlags struct {
 	cache string
 }
 
-func (p *policyFlags) register(fs *flag.FlagSet) {
-	fs.Func("policy", "auth policy `FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB]` run after the bearer check (repeatable; in order, first deny wins)",
-		func(v string) error {
-			if _, err := wasmpolicy.ParseSpec(v); err != nil {
-				return err
-			}
-			p.specs = append(p.specs, v)
-			return nil
-		})
+func (p *policyFlags) register(fs *pflag.FlagSet) {
+	fs.Var((*policySpecs)(&p.specs), "policy", "auth policy run after the bearer check: FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB] (repeatable; in order, first deny wins)")
 	fs.StringVar(&p.cache, "policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
+}
+
+// policySpecs is the repeatable --policy flag; each value is checked as it
+// is parsed, so a bad spec is a usage error.
+type policySpecs []string
+
+func (p *policySpecs) String() string { return strings.Join(*p, " ") }
+func (p *policySpecs) Type() string   { return "spec" }
+func (p *policySpecs) Set(v string) error {
+	if _, err := wasmpolicy.ParseSpec(v); err != nil {
+		return err
+	}
+	*p = append(*p, v)
+	return nil
 }
 
 // defaultPolicyCache is $XDG_CACHE_HOME/sandbox-agent/wasm (~/.cache/...).
@@ -148,40 +156,37 @@ func policyNames(set *wasmpolicy.Set) string {
 	return strings.Join(names, ",")
 }
 
-const policyUsage = `Usage:
-  sandbox-agent policy test [--policy-cache DIR] [-v] POLICY CASES
+// newPolicyCmd is "sandbox-agent policy test".
+func newPolicyCmd() *cobra.Command {
+	group := &cobra.Command{
+		Use:   "policy",
+		Short: "Work with auth policies (WASM modules)",
+	}
+	var cache string
+	var verbose bool
+	test := &cobra.Command{
+		Use:   "test POLICY CASES",
+		Short: "Check an auth policy against request cases",
+		Long: `Runs the policy POLICY (FILE.wasm[,config=FILE][,...], as for server --policy)
+against CASES, a JSON file holding an array of
+  {"name": "...", "request": {AuthRequest}, "config": {...}?,
+   "want": {"allow": bool, "status"?: N, "message"?: "..."}}
+and prints one line per case. Exits 1 when any case does not match.`,
+		Example: "  sandbox-agent policy test readonly.wasm,config=readonly.json cases.json",
+		Args:    argsBetween(2, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runPolicyTest(c.Context(), args[0], args[1], cache, verbose, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	test.Flags().StringVar(&cache, "policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
+	test.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the policy's log lines (at debug level and up)")
+	group.AddCommand(test)
+	return group
+}
 
-Runs the policy POLICY (FILE.wasm[,config=FILE][,...], as for server --policy)
-against CASES, a JSON array of
-  {"name": "...", "request": {AuthRequest}, "config": {...}?, "want": {"allow": bool, "status"?: N, "message"?: "..."}}
-and prints one line per case. Exits 1 when any case does not match.
-`
-
-// runPolicy is `sandbox-agent policy test`.
-func runPolicy(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprint(stderr, policyUsage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			return usagef("")
-		}
-		return usagef("policy: expected the test subcommand")
-	}
-	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, policyUsage) }
-	cache := fs.String("policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
-	verbose := fs.Bool("v", false, "show the policy's log lines (at debug level and up)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return usagef("")
-		}
-		return usagef("%v", err)
-	}
-	if fs.NArg() != 2 {
-		fs.Usage()
-		return usagef("policy test: expected POLICY and CASES, got %d arguments", fs.NArg())
-	}
-	spec, err := wasmpolicy.ParseSpec(fs.Arg(0))
+// runPolicyTest is `sandbox-agent policy test`.
+func runPolicyTest(ctx context.Context, policy, casesFile, cache string, verbose bool, stdout, stderr io.Writer) error {
+	spec, err := wasmpolicy.ParseSpec(policy)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -190,16 +195,16 @@ func runPolicy(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		// timeout; timeout= in POLICY still tests the limit itself.
 		spec.CallTimeout = time.Second
 	}
-	cases, err := wasmpolicy.ReadCases(fs.Arg(1))
+	cases, err := wasmpolicy.ReadCases(casesFile)
 	if err != nil {
 		return err
 	}
 	level := slog.LevelWarn
-	if *verbose {
+	if verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	host, err := newPolicyHost(*cache, log)
+	host, err := newPolicyHost(cache, log)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/spf13/afero"
+	"github.com/spf13/cobra"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/inspector"
@@ -26,71 +25,28 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// serverFlags is everything `sandbox-agent server` accepts.
-type serverFlags struct {
-	host, port, token                 string
-	noToken, noTelemetry, corsCreds   bool
-	corsOrigins, corsMethods, corsHdr stringList
-	logFormat, logLevel               string
-	asyncMethods                      string
-	maxACPBody, replayBytes           int64
-	maxFrame                          int
-	stopGrace                         time.Duration
-	stdinWriteTimeout, streamWrite    time.Duration
-	metricsPublic                     bool
-	agentsFile                        string
-	fsRoot, fsBackend                 string
-	maxUpload                         int64
-	policy                            policyFlags
-}
-
-func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
+// newServerCmd is "sandbox-agent server". Its flags are defined in
+// server_flags.go.
+func newServerCmd() *cobra.Command {
 	f := &serverFlags{}
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on")
-	fs.StringVar(&f.port, "port", "2468", "port to listen on")
-	fs.StringVar(&f.token, "token", os.Getenv("SANDBOX_AGENT_TOKEN"), "require `Authorization: Bearer TOKEN` on /v1/*")
-	fs.BoolVar(&f.noToken, "no-token", false, "run without a token (the default; accepted for compatibility)")
-	fs.Var(&f.corsOrigins, "cors-allow-origin", "allowed CORS origin (repeatable; '*' for any)")
-	fs.Var(&f.corsMethods, "cors-allow-method", "allowed CORS method (repeatable; default any)")
-	fs.Var(&f.corsHdr, "cors-allow-header", "allowed CORS header (repeatable; default any)")
-	fs.BoolVar(&f.corsCreds, "cors-allow-credentials", false, "allow credentials in CORS requests")
-	fs.BoolVar(&f.noTelemetry, "no-telemetry", false, "accepted for compatibility; the daemon never phones home")
-	fs.StringVar(&f.logFormat, "log-format", "auto", "auto (coloured on a terminal, else JSON), text, color or json")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.asyncMethods, "async-methods", "session/prompt", "comma-separated ACP methods answered 202 at once (response on SSE); empty for none")
-	fs.Int64Var(&f.maxACPBody, "max-acp-body", 32<<20, "largest ACP POST body in bytes")
-	fs.Int64Var(&f.replayBytes, "replay-bytes", 16<<20, "per-instance replay buffer in bytes")
-	fs.IntVar(&f.maxFrame, "max-frame", 64<<20, "largest line an agent may write to stdout, in bytes")
-	fs.DurationVar(&f.stopGrace, "stop-grace", 3*time.Second, "time between SIGTERM and SIGKILL when stopping an agent")
-	fs.DurationVar(&f.stdinWriteTimeout, "stdin-write-timeout", 30*time.Second, "give up a write to an agent's stdin (502) when the agent reads nothing for this long")
-	fs.DurationVar(&f.streamWrite, "stream-write-timeout", 30*time.Second, "drop an event stream whose reader takes nothing for this long")
-	fs.BoolVar(&f.metricsPublic, "metrics-public", false, "serve GET /metrics without the bearer token even when --token is set")
-	fs.StringVar(&f.agentsFile, "agents-file", "", "JSON file of operator-defined agents: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}")
-	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
-	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
-	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")
-	f.policy.register(fs)
-	aliases(fs, "H", "host", "p", "port", "t", "token", "n", "no-token",
-		"O", "cors-allow-origin", "M", "cors-allow-method", "A", "cors-allow-header", "C", "cors-allow-credentials")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, usagef("")
-		}
-		return nil, usagef("%v", err)
+	cmd := &cobra.Command{
+		Use:   "server [flags]",
+		Short: "Start the daemon",
+		Long: `Start the daemon: ACP agents over HTTP on /v1/acp/{server_id}, agent
+install, the filesystem and config API, OpenAPI docs on /docs and the
+inspector on /ui/. Stops on SIGINT or SIGTERM, stopping every agent.`,
+		Example: "  sandbox-agent server --host 127.0.0.1 --port 2468 --token \"$(openssl rand -hex 24)\"",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			f.applyEnv(c.Flags())
+			return runServer(c.Context(), f, c.OutOrStdout(), c.ErrOrStderr())
+		},
 	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return f, nil
+	f.register(cmd.Flags())
+	return cmd
 }
 
-func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseServerFlags(args, stderr)
-	if err != nil {
-		return err
-	}
+func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) error {
 	logOut := stderr
 	if truthy(os.Getenv("SANDBOX_AGENT_LOG_STDOUT")) {
 		logOut = stdout

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app"
+)
+
+// serverFlags is everything `sandbox-agent server` accepts. To add a flag:
+// add a field here and one line to register (or, for a feature of its own,
+// a sub-struct with its own register method, as policyFlags does). Take
+// the default from the option struct that owns it (app.DefaultOptions,
+// ...), not a new constant. pflag gives --name, -x shorthands, repeatable
+// values and interleaved positional arguments; cobra prints the help.
+type serverFlags struct {
+	host, port, token                 string
+	noToken, noTelemetry, corsCreds   bool
+	corsOrigins, corsMethods, corsHdr stringList
+	logFormat, logLevel               string
+	asyncMethods                      string
+	maxACPBody, replayBytes           int64
+	maxFrame                          int
+	stopGrace                         time.Duration
+	stdinWriteTimeout, streamWrite    time.Duration
+	metricsPublic                     bool
+	agentsFile                        string
+	fsRoot, fsBackend                 string
+	maxUpload                         int64
+	policy                            policyFlags
+}
+
+// register defines the server's flags on fs, in the order --help lists
+// them.
+func (f *serverFlags) register(fs *pflag.FlagSet) {
+	d := app.DefaultOptions()
+	fs.SortFlags = false
+	fs.StringVarP(&f.host, "host", "H", "127.0.0.1", "address to listen on")
+	fs.StringVarP(&f.port, "port", "p", "2468", "port to listen on")
+	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1 requests and /metrics (default: $SANDBOX_AGENT_TOKEN, else no token)")
+	fs.BoolVarP(&f.noToken, "no-token", "n", false, "run without a token (the default; accepted for compatibility)")
+	fs.VarP(&f.corsOrigins, "cors-allow-origin", "O", "allow this CORS origin (repeatable; '*' for any)")
+	fs.VarP(&f.corsMethods, "cors-allow-method", "M", "allow this CORS method (repeatable; default any)")
+	fs.VarP(&f.corsHdr, "cors-allow-header", "A", "allow this CORS header (repeatable; default any)")
+	fs.BoolVarP(&f.corsCreds, "cors-allow-credentials", "C", false, "allow credentials in CORS requests")
+	fs.BoolVar(&f.noTelemetry, "no-telemetry", false, "accepted for compatibility; the daemon never phones home")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "auto (coloured on a terminal, else JSON), text, color or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.asyncMethods, "async-methods", joinSet(d.AsyncMethods), "comma-separated ACP methods answered 202 at once (response on SSE); empty for none")
+	// 32 MiB and 30 s are httpapi.Config's defaults for MaxACPBody and
+	// StreamWriteTimeout (it fills them in unexported code).
+	fs.Int64Var(&f.maxACPBody, "max-acp-body", 32<<20, "largest ACP POST body in bytes")
+	fs.Int64Var(&f.replayBytes, "replay-bytes", d.ReplayBytes, "per-instance replay buffer in bytes")
+	fs.IntVar(&f.maxFrame, "max-frame", d.MaxFrameBytes, "largest line an agent may write to stdout, in bytes")
+	fs.DurationVar(&f.stopGrace, "stop-grace", d.StopGrace, "time between SIGTERM and SIGKILL when stopping an agent")
+	fs.DurationVar(&f.stdinWriteTimeout, "stdin-write-timeout", d.WriteTimeout, "give up a write to an agent's stdin (502) when the agent reads nothing for this long")
+	fs.DurationVar(&f.streamWrite, "stream-write-timeout", 30*time.Second, "drop an event stream whose reader takes nothing for this long")
+	fs.BoolVar(&f.metricsPublic, "metrics-public", false, "serve GET /metrics without the bearer token even when --token is set")
+	fs.StringVar(&f.agentsFile, "agents-file", "", "JSON file of operator-defined agents: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}")
+	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
+	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
+	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")
+	f.policy.register(fs)
+}
+
+// applyEnv fills what comes from the environment when the flag is not
+// given. The token is read here rather than used as the flag's default so
+// that --help never prints it.
+func (f *serverFlags) applyEnv(fs *pflag.FlagSet) {
+	if !fs.Changed("token") {
+		f.token = os.Getenv("SANDBOX_AGENT_TOKEN")
+	}
+}
+
+// joinSet lists a set's members, sorted, separated by commas.
+func joinSet(set map[string]bool) string {
+	var out []string
+	for k, ok := range set {
+		if ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
