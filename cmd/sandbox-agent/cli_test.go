@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app"
+)
+
+// commandPaths walks the command tree and returns the argument path of
+// every command a user can call (the root is the empty path), so a new
+// command is covered by the tests below without editing them.
+func commandPaths(t *testing.T) map[string]*cobra.Command {
+	t.Helper()
+	out := map[string]*cobra.Command{}
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.Hidden {
+			return
+		}
+		out[strings.Join(path, " ")] = c
+		for _, sub := range c.Commands() {
+			walk(sub, append(append([]string{}, path...), sub.Name()))
+		}
+	}
+	walk(newRootCmd(), nil)
+	if len(out) < 10 {
+		t.Fatalf("only %d commands found: %v", len(out), out)
+	}
+	return out
+}
+
+// buildCLI builds the sandbox-agent binary once per test run.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sandbox-agent")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runBinary(t *testing.T, bin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	// A token in the environment must never show up in help text.
+	cmd.Env = append(os.Environ(), "SANDBOX_AGENT_TOKEN=s3cret-in-env", "HOME="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func runInProcess(args ...string) result {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return result{exitCode(err, &errb), out.String(), errb.String()}
+}
+
+func split(path string, more ...string) []string {
+	return append(strings.Fields(path), more...)
+}
+
+// Every command, in process and in the built binary: --help and -h print
+// its usage on stdout and exit 0; an unknown flag, an unknown subcommand
+// (groups) or too many arguments (leaves) print the error and the usage on
+// stderr and exit 2.
+func TestCLIEveryCommand(t *testing.T) {
+	bin := buildCLI(t)
+	for path, c := range commandPaths(t) {
+		name := strings.TrimSpace("sandbox-agent " + path)
+		t.Run(name, func(t *testing.T) {
+			checkHelp := func(how string, r result) {
+				t.Helper()
+				if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage:") || !strings.Contains(r.stdout, name) {
+					t.Errorf("%s --help: exit %d, stderr %q, stdout:\n%s", how, r.code, r.stderr, r.stdout)
+				}
+				if strings.Contains(r.stdout, "s3cret-in-env") {
+					t.Errorf("%s --help prints the token from the environment:\n%s", how, r.stdout)
+				}
+			}
+			checkHelp("in process", runInProcess(split(path, "--help")...))
+			checkHelp("in process -h", runInProcess(split(path, "-h")...))
+			checkHelp("binary", runBinary(t, bin, split(path, "--help")...))
+
+			checkUsage := func(what string, r result, want string) {
+				t.Helper()
+				if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "Usage:") || !strings.Contains(r.stderr, want) {
+					t.Errorf("%s: exit %d, stdout %q, stderr:\n%s", what, r.code, r.stdout, r.stderr)
+				}
+			}
+			checkUsage("unknown flag", runBinary(t, bin, split(path, "--no-such-flag")...), "unknown flag: --no-such-flag")
+			checkUsage("unknown flag in process", runInProcess(split(path, "--no-such-flag")...), "unknown flag: --no-such-flag")
+			switch {
+			case c.HasAvailableSubCommands():
+				checkUsage("unknown subcommand", runBinary(t, bin, split(path, "no-such-command")...), `unknown command "no-such-command"`)
+			case c.Annotations[anyArgs] == "":
+				checkUsage("too many arguments", runBinary(t, bin, split(path, "x1", "x2", "x3", "x4", "x5", "x6")...), "x")
+			}
+		})
+	}
+}
+
+// Flags reach each command wherever they stand among the arguments, and a
+// subcommand does not accept another's flags.
+func TestCLIFlagsPerCommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"api", "acp", "close", "s1", "--ids"}, 2, "unknown flag: --ids"},
+		{[]string{"api", "acp", "close", "--agent", "mock", "s1"}, 2, "unknown flag: --agent"},
+		{[]string{"api", "acp", "post"}, 2, "missing <server_id>"},
+		{[]string{"api", "agents", "get"}, 2, "missing <agent>"},
+		{[]string{"policy", "test", "x"}, 2, "missing CASES"},
+		{[]string{"policy", "test"}, 2, "missing POLICY and CASES"},
+		{[]string{"install-agent"}, 2, "missing <agent>"},
+		{[]string{"server", "--policy", "x.wasm,fail=sometimes"}, 2, "fail"},
+		{[]string{"server", "--log-format", "loud", "--port", "0"}, 2, "--log-format"},
+		{[]string{"server", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{}, 2, "missing command"},
+		{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},
+		{[]string{"help", "no-such-command"}, 2, "unknown help topic"},
+	} {
+		r := runInProcess(c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%q: exit %d, want %d with %q; stderr:\n%s", c.args, r.code, c.code, c.want, r.stderr)
+		}
+	}
+}
+
+// The official SDK's local launcher passes server --host H --port P
+// --token T; short flags and repeatable values parse as before, and the
+// defaults come from the option structs.
+func TestServerFlags(t *testing.T) {
+	var f serverFlags
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"-H", "0.0.0.0", "-p", "9", "-t", "tok", "-n", "-O", "http://a", "-O", "http://b,http://c",
+		"-M", "GET", "-A", "X-A", "-C", "--stop-grace", "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	f.applyEnv(fs)
+	if f.host != "0.0.0.0" || f.port != "9" || f.token != "tok" || !f.noToken || !f.corsCreds ||
+		strings.Join(f.corsOrigins, " ") != "http://a http://b http://c" || f.corsMethods[0] != "GET" || f.corsHdr[0] != "X-A" || f.stopGrace != time.Second {
+		t.Errorf("parsed %+v", f)
+	}
+
+	var g serverFlags
+	fs = pflag.NewFlagSet("server", pflag.ContinueOnError)
+	g.register(fs)
+	t.Setenv("SANDBOX_AGENT_TOKEN", "from-env")
+	if err := fs.Parse([]string{"--host", "h", "--port", "1", "--token", "T"}); err != nil {
+		t.Fatal(err)
+	}
+	g.applyEnv(fs)
+	if g.host != "h" || g.port != "1" || g.token != "T" {
+		t.Errorf("launcher flags: %+v", g)
+	}
+	fs = pflag.NewFlagSet("server", pflag.ContinueOnError)
+	var h serverFlags
+	h.register(fs)
+	_ = fs.Parse(nil)
+	h.applyEnv(fs)
+	d := app.DefaultOptions()
+	if h.token != "from-env" || h.host != "127.0.0.1" || h.port != "2468" || h.replayBytes != d.ReplayBytes ||
+		h.maxFrame != d.MaxFrameBytes || h.stopGrace != d.StopGrace || h.stdinWriteTimeout != d.WriteTimeout || h.asyncMethods != "session/prompt" {
+		t.Errorf("defaults: %+v", h)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-V"}, {"version"}} {
+		r := runInProcess(args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "sandbox-agent "+version+"\ncommit: ") || !strings.Contains(r.stdout, "\ngo: go") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
