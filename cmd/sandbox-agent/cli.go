@@ -63,17 +63,31 @@ func finish(c *cobra.Command) {
 	}
 	if !c.Runnable() && c.HasSubCommands() {
 		c.Args = cobra.ArbitraryArgs
+		// Its usage lists its subcommands, not a bare "sandbox-agent api".
+		c.SetUsageTemplate(groupUsage)
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("missing command")
 			}
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				return usagef("unknown command %q (did you mean %q?)", args[0], s[0])
+			}
 			return usagef("unknown command %q", args[0])
 		}
+	} else {
+		c.SetUsageTemplate(leafUsage) // not the group's, inherited
 	}
 	for _, sub := range c.Commands() {
 		finish(sub)
 	}
 }
+
+// leafUsage is cobra's usage template; groupUsage the same without the
+// command's own use line.
+var (
+	leafUsage  = (&cobra.Command{}).UsageTemplate()
+	groupUsage = strings.Replace(leafUsage, "{{if .Runnable}}\n  {{.UseLine}}{{end}}", "", 1)
+)
 
 // argsBetween accepts lo to hi (-1: any number of) positional arguments and names the
 // missing or extra ones from the command's Use line, e.g.

@@ -96,7 +96,7 @@ func TestCLIEveryCommand(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			checkHelp := func(how string, r result) {
 				t.Helper()
-				if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage:") || !strings.Contains(r.stdout, name) {
+				if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage:\n  "+name+" ") && !strings.Contains(r.stdout, "Usage:\n  "+name+"\n") {
 					t.Errorf("%s --help: exit %d, stderr %q, stdout:\n%s", how, r.code, r.stderr, r.stdout)
 				}
 				if strings.Contains(r.stdout, "s3cret-in-env") {
