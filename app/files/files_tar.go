@@ -1,4 +1,4 @@
-package app
+package files
 
 import (
 	"archive/tar"
