@@ -67,6 +67,12 @@ func InvalidRequest(format string, args ...any) *Error {
 	return Errorf(KindInvalidRequest, format, args...)
 }
 
+// UnsupportedAgent is the error for an agent id nothing can run: both the
+// ACP use case (invalid ids) and agent resolution (unknown ids) return it.
+func UnsupportedAgent(agent string) *Error {
+	return &Error{Kind: KindUnsupportedAgent, Msg: agent, Agent: agent}
+}
+
 // AsError finds the first *Error in err's chain.
 func AsError(err error) (*Error, bool) {
 	var e *Error

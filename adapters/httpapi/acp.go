@@ -10,7 +10,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -43,7 +43,7 @@ type acpDeleteInput struct {
 
 type acpListOutput struct {
 	Body struct {
-		Servers []app.ServerInfo `json:"servers"`
+		Servers []acp.ServerInfo `json:"servers"`
 	}
 }
 
@@ -89,7 +89,7 @@ func registerACP(api huma.API, cfg *Config) {
 		if err := authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
 			return nil, err
 		}
-		resp, err := cfg.Instances.Post(ctx, app.PostRequest{
+		resp, err := cfg.Instances.Post(ctx, acp.PostRequest{
 			ServerID: in.ServerID,
 			Agent:    in.Agent,
 			HasAgent: in.req.URL.Query().Has("agent"),

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
 
@@ -18,7 +18,7 @@ import (
 //
 //	go test ./adapters/httpapi -run '^$' -bench ACPPost -benchmem
 func BenchmarkACPPost(b *testing.B) {
-	instances := app.NewInstances(app.Options{}, &porttest.FakeRunner{Agent: echoAgent}, acpLaunch{})
+	instances := acp.NewInstances(acp.Options{}, &porttest.FakeRunner{Agent: echoAgent}, acpLaunch{})
 	b.Cleanup(func() { _ = instances.Close(context.Background()) })
 	h := New(Config{Instances: instances})
 	post := func(url, body string) *httptest.ResponseRecorder {

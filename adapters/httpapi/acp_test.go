@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
@@ -31,14 +31,14 @@ func (acpLaunch) Launch(_ context.Context, agent string) (domain.LaunchSpec, err
 // through the process's AgentStdout.
 type acpFixture struct {
 	srv       *httptest.Server
-	instances *app.Instances
+	instances *acp.Instances
 	runner    *porttest.FakeRunner
 }
 
-func newACPFixture(t *testing.T, opts app.Options, cfg Config) *acpFixture {
+func newACPFixture(t *testing.T, opts acp.Options, cfg Config) *acpFixture {
 	t.Helper()
 	f := &acpFixture{runner: &porttest.FakeRunner{Agent: echoAgent}}
-	f.instances = app.NewInstances(opts, f.runner, acpLaunch{})
+	f.instances = acp.NewInstances(opts, f.runner, acpLaunch{})
 	cfg.Instances = f.instances
 	f.srv = httptest.NewServer(New(cfg))
 	t.Cleanup(func() {
@@ -136,7 +136,7 @@ func event(seq int, data string) string {
 }
 
 func TestSSEFrames(t *testing.T) {
-	f := newACPFixture(t, app.Options{}, Config{Heartbeat: time.Hour})
+	f := newACPFixture(t, acp.Options{}, Config{Heartbeat: time.Hour})
 	p := f.bootstrap(t, "s")
 	first := `{"jsonrpc":"2.0","method":"session/update","params":{"text":"é \u00e9 \"q\""}}`
 	second := `{"jsonrpc":"2.0","id":"x","result":{ "spaced" : true }}`
@@ -179,7 +179,7 @@ func TestSSEFrames(t *testing.T) {
 }
 
 func TestSSEHeartbeat(t *testing.T) {
-	f := newACPFixture(t, app.Options{}, Config{Heartbeat: 20 * time.Millisecond})
+	f := newACPFixture(t, acp.Options{}, Config{Heartbeat: 20 * time.Millisecond})
 	f.bootstrap(t, "s")
 	s := f.stream(t, "s", nil)
 	if got := s.next(t); got != ": heartbeat\n\n" {
@@ -194,7 +194,7 @@ func TestSSEHeartbeat(t *testing.T) {
 // naming what it missed, then the oldest buffered events.
 func TestSSEGap(t *testing.T) {
 	const size = 30
-	f := newACPFixture(t, app.Options{ReplayBytes: 3 * (size + 64)}, Config{Heartbeat: time.Hour})
+	f := newACPFixture(t, acp.Options{ReplayBytes: 3 * (size + 64)}, Config{Heartbeat: time.Hour})
 	p := f.bootstrap(t, "s")
 	watch := f.stream(t, "s", nil)
 	line := func(n int) string { return fmt.Sprintf(`{"n":%d,"pad":"%s"}`, n, strings.Repeat("x", size-17)) }
@@ -219,7 +219,7 @@ func TestSSEGap(t *testing.T) {
 
 // DELETE ends the streams of the instance; an agent exiting does not.
 func TestSSELifetime(t *testing.T) {
-	f := newACPFixture(t, app.Options{}, Config{Heartbeat: 20 * time.Millisecond})
+	f := newACPFixture(t, acp.Options{}, Config{Heartbeat: 20 * time.Millisecond})
 	p := f.bootstrap(t, "s")
 	s := f.stream(t, "s", nil)
 	p.Exit(porttest.ExitCode(0))
@@ -249,7 +249,7 @@ func TestSSELifetime(t *testing.T) {
 }
 
 func TestSSERequestChecks(t *testing.T) {
-	f := newACPFixture(t, app.Options{}, Config{Heartbeat: time.Hour})
+	f := newACPFixture(t, acp.Options{}, Config{Heartbeat: time.Hour})
 	f.bootstrap(t, "s")
 	tests := []struct {
 		name   string
@@ -295,7 +295,7 @@ func TestSSERequestChecks(t *testing.T) {
 }
 
 func TestACPPostChecks(t *testing.T) {
-	f := newACPFixture(t, app.Options{}, Config{MaxACPBody: 64})
+	f := newACPFixture(t, acp.Options{}, Config{MaxACPBody: 64})
 	f.bootstrap(t, "s")
 	note := `{"jsonrpc":"2.0","method":"n"}`
 	tests := []struct {
@@ -360,7 +360,7 @@ func TestACPPostChecks(t *testing.T) {
 }
 
 func TestACPPostAndList(t *testing.T) {
-	f := newACPFixture(t, app.Options{}, Config{})
+	f := newACPFixture(t, acp.Options{}, Config{})
 	f.bootstrap(t, "b")
 	f.bootstrap(t, "a")
 	resp, body := doHTTP(t, "POST", f.srv.URL+"/v1/acp/a", `{"jsonrpc":"2.0","id":{"k":[1]},"method":"echo"}`, map[string]string{"Content-Type": jsonCTHeader})

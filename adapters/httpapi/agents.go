@@ -6,7 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -48,7 +48,7 @@ func registerAgents(api huma.API, cfg *Config) {
 		Description: "Known agents in a fixed order, then operator-defined and other installed agents.",
 	}, func(ctx context.Context, in *agentListInput) (*agentListOutput, error) {
 		out := &agentListOutput{}
-		out.Body.Agents = catalog.List(ctx, app.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
+		out.Body.Agents = catalog.List(ctx, agents.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
 		return out, nil
 	})
 
@@ -56,7 +56,7 @@ func registerAgents(api huma.API, cfg *Config) {
 		OperationID: "get_v1_agent", Method: http.MethodGet, Path: "/v1/agents/{agent}",
 		Summary: "Describe one agent", Tags: []string{"agents"}, Security: bearer,
 	}, func(ctx context.Context, in *agentGetInput) (*agentGetOutput, error) {
-		info, err := catalog.Get(ctx, in.Agent, app.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
+		info, err := catalog.Get(ctx, in.Agent, agents.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
 		if err != nil {
 			return nil, err
 		}

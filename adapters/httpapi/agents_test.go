@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/afero"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
@@ -23,13 +23,13 @@ import (
 func agentsServer(t *testing.T) (*httptest.Server, afero.Fs) {
 	t.Helper()
 	fs := afero.NewMemMapFs()
-	in := &app.Installer{Fs: fs, Dir: "/bin-dir", RegistryURL: "http://registry.test",
+	in := &agents.Installer{Fs: fs, Dir: "/bin-dir", RegistryURL: "http://registry.test",
 		Registry: &porttest.FakeRegistry{FetchFunc: func(context.Context) (domain.Registry, error) {
 			return domain.Registry{}, errors.New("ACP registry: GET http://registry.test: connection refused")
 		}}}
-	agents := &app.Agents{Fs: fs, InstallDir: "/bin-dir", SelfExe: "/self", Installer: in}
+	ag := &agents.Agents{Fs: fs, InstallDir: "/bin-dir", SelfExe: "/self", Installer: in}
 	start := time.Now().Add(-2 * time.Second)
-	cat := &app.Catalog{Agents: agents, Running: func() map[string]time.Time { return map[string]time.Time{"mock": start} }}
+	cat := &agents.Catalog{Agents: ag, Running: func() map[string]time.Time { return map[string]time.Time{"mock": start} }}
 	srv := httptest.NewServer(New(Config{Catalog: cat}))
 	t.Cleanup(srv.Close)
 	return srv, fs

@@ -12,7 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -43,7 +44,7 @@ func authzServer(t *testing.T, decide func(domain.AuthRequest) (domain.Decision,
 	t.Helper()
 	fa := &fakeAuthorizer{decide: decide}
 	srv := httptest.NewServer(New(Config{
-		Instances:  app.NewInstances(app.DefaultOptions(), nil, nil),
+		Instances:  acp.NewInstances(acp.DefaultOptions(), nil, nil),
 		Token:      "tok",
 		Authorizer: fa,
 	}))
@@ -196,7 +197,7 @@ func TestAgentFromPath(t *testing.T) {
 	fa := &fakeAuthorizer{decide: func(domain.AuthRequest) (domain.Decision, error) {
 		return domain.Decision{Status: 403, Message: "no"}, nil
 	}}
-	srv := httptest.NewServer(New(Config{Catalog: &app.Catalog{}, Authorizer: fa}))
+	srv := httptest.NewServer(New(Config{Catalog: &agents.Catalog{}, Authorizer: fa}))
 	defer srv.Close()
 	if st, _ := send(t, srv, "POST", "/v1/agents/claude/install", "{}", "Content-Type", "application/json"); st != 403 {
 		t.Errorf("status %d", st)

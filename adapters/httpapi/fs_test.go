@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/afero"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 )
 
 // fsServer serves /v1/fs and /v1/config on fsys with home as $HOME.
@@ -38,8 +38,8 @@ func fsServer(t *testing.T, fsys afero.Fs, home string, maxUpload int64) *httpte
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(New(Config{
-		Files:     &app.Files{Fs: fsys, Home: home},
-		Config:    &app.ConfigStore{Fs: fsys, Base: home},
+		Files:     &files.Files{Fs: fsys, Home: home},
+		Config:    &files.ConfigStore{Fs: fsys, Base: home},
 		MaxUpload: maxUpload,
 	}))
 	t.Cleanup(srv.Close)
@@ -289,7 +289,7 @@ func (b brokenFs) Open(name string) (afero.File, error) { return b.OpenFile(name
 func TestFSStreamErrorHidesPaths(t *testing.T) {
 	mem := afero.NewMemMapFs()
 	srv := fsServer(t, mem, "/home/u", 0)
-	srv.Config.Handler = New(Config{Files: &app.Files{Fs: brokenFs{mem}, Home: "/home/u"}})
+	srv.Config.Handler = New(Config{Files: &files.Files{Fs: brokenFs{mem}, Home: "/home/u"}})
 	for _, c := range []fsCall{
 		{method: "GET", target: "/v1/fs/file?path=a.txt"},
 		{method: "GET", target: "/v1/fs/entries"},

@@ -17,14 +17,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // The /metrics route renders the Prometheus text exposition format (0.0.4)
 // by hand: a dozen families do not justify client_golang and its
-// dependencies. The ACP counters come from app.Instances.Metrics; this file
+// dependencies. The ACP counters come from acp.Instances.Metrics; this file
 // adds what only the HTTP side sees (latency by route and status, in-flight
 // requests, slow stream readers dropped, policy decisions) and the process
 // figures (goroutines, RSS, open files).
@@ -238,7 +238,7 @@ func metricsHandler(cfg *Config, m *httpMetrics) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		bw := bufio.NewWriterSize(w, 16<<10)
-		var snap app.MetricsSnapshot
+		var snap acp.MetricsSnapshot
 		if cfg.Instances != nil {
 			snap = cfg.Instances.Metrics()
 		}
@@ -285,7 +285,7 @@ func f64(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
-func writeMetrics(w *bufio.Writer, s app.MetricsSnapshot, m *httpMetrics) {
+func writeMetrics(w *bufio.Writer, s acp.MetricsSnapshot, m *httpMetrics) {
 	e := expo{w}
 	const p = "sandbox_agent_"
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -121,7 +121,7 @@ func (metricsDenyDeletes) Authorize(_ context.Context, req domain.AuthRequest) (
 
 func metricsServer(t *testing.T, cfg Config) *httptest.Server {
 	t.Helper()
-	instances := app.NewInstances(app.DefaultOptions(), metricsRunner{}, metricsLauncher{})
+	instances := acp.NewInstances(acp.DefaultOptions(), metricsRunner{}, metricsLauncher{})
 	t.Cleanup(func() { _ = instances.Close(context.Background()) })
 	cfg.Instances = instances
 	srv := httptest.NewServer(New(cfg))

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 )
 
 // plainServer serves the daemon's routes with only the ACP use cases wired.
 func plainServer(t *testing.T, cfg Config) *httptest.Server {
 	t.Helper()
 	if cfg.Instances == nil {
-		cfg.Instances = app.NewInstances(app.Options{}, nil, nil)
+		cfg.Instances = acp.NewInstances(acp.Options{}, nil, nil)
 	}
 	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(srv.Close)

@@ -8,7 +8,9 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
+	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
@@ -16,7 +18,7 @@ import (
 type Config struct {
 	Version   string
 	Logger    *slog.Logger
-	Instances *app.Instances
+	Instances *acp.Instances
 
 	// Token enables bearer auth on /v1/* when non-empty.
 	Token string
@@ -34,11 +36,11 @@ type Config struct {
 	UI http.Handler
 
 	// Catalog, when set, serves /v1/agents (list, describe, install).
-	Catalog *app.Catalog
+	Catalog *agents.Catalog
 
 	// Files, when set, serves /v1/fs/*; Config serves /v1/config/*.
-	Files  *app.Files
-	Config *app.ConfigStore
+	Files  *files.Files
+	Config *files.ConfigStore
 	// MaxUpload bounds one PUT /v1/fs/file or upload-batch body in bytes
 	// (413 past it); zero means no limit.
 	MaxUpload int64
@@ -109,8 +111,8 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 // OpenAPI returns the document the daemon serves at /openapi.json.
 func OpenAPI(version string) *huma.OpenAPI {
 	cfg := Config{Version: version}
-	cfg.Catalog = &app.Catalog{} // documents /v1/agents; never called
-	cfg.Files, cfg.Config = &app.Files{}, &app.ConfigStore{}
+	cfg.Catalog = &agents.Catalog{} // documents /v1/agents; never called
+	cfg.Files, cfg.Config = &files.Files{}, &files.ConfigStore{}
 	cfg.fill()
 	return register(http.NewServeMux(), &cfg).OpenAPI()
 }

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -20,7 +20,7 @@ const sseBatch = 512
 // deleted, daemon stopping), the client leaves, or a write stalls for longer
 // than the stream write timeout. Server write timeouts must not cut streams,
 // so the deadline is cleared here and set per write round instead.
-func streamSSE(ctx context.Context, w http.ResponseWriter, cur *app.Cursor, cfg *Config) {
+func streamSSE(ctx context.Context, w http.ResponseWriter, cur *acp.Cursor, cfg *Config) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort for keep-alive reuse
 	h := w.Header()
@@ -32,10 +32,10 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, cur *app.Cursor, cfg 
 		return
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	events := make([]app.Event, 0, sseBatch)
+	events := make([]acp.Event, 0, sseBatch)
 	var num []byte
 	for {
-		var gap *app.Gap
+		var gap *acp.Gap
 		var err error
 		events, gap, err = cur.Read(ctx, events[:0], sseBatch, cfg.Heartbeat)
 		if err != nil {

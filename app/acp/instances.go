@@ -132,7 +132,7 @@ func (s *Instances) Post(ctx context.Context, req PostRequest) ([]byte, error) {
 
 func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance, error) {
 	if req.HasAgent && (req.Agent == "" || !domain.ValidAgentID(req.Agent)) {
-		return nil, unsupportedAgent(req.Agent)
+		return nil, domain.UnsupportedAgent(req.Agent)
 	}
 	for {
 		s.mu.Lock()
@@ -188,10 +188,6 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 }
 
 var errShuttingDown = &domain.Error{Kind: domain.KindStreamError, Msg: "daemon is shutting down", Details: map[string]any{"message": "daemon is shutting down"}}
-
-func unsupportedAgent(agent string) error {
-	return &domain.Error{Kind: domain.KindUnsupportedAgent, Msg: agent, Agent: agent}
-}
 
 // create resolves and spawns the agent. The install and spawn outlive the
 // request that asked for them: a client giving up mid-install must not leave

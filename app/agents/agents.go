@@ -42,17 +42,15 @@ type Agents struct {
 	LookPath func(name string) (string, bool)
 }
 
-var _ Launcher = (*Agents)(nil)
-
 // LauncherPath is where the launcher of agent lives.
 func (a *Agents) LauncherPath(agent string) string {
 	return filepath.Join(a.InstallDir, "agent_processes", agent+"-acp")
 }
 
-// Launch implements Launcher.
+// Launch implements acp.Launcher.
 func (a *Agents) Launch(ctx context.Context, agent string) (domain.LaunchSpec, error) {
 	if !domain.ValidAgentID(agent) {
-		return domain.LaunchSpec{}, unsupportedAgent(agent)
+		return domain.LaunchSpec{}, domain.UnsupportedAgent(agent)
 	}
 	if spec, ok := a.present(agent); ok {
 		return spec, nil
@@ -62,12 +60,12 @@ func (a *Agents) Launch(ctx context.Context, agent string) (domain.LaunchSpec, e
 		if known {
 			return domain.LaunchSpec{}, notInstalled(agent)
 		}
-		return domain.LaunchSpec{}, unsupportedAgent(agent)
+		return domain.LaunchSpec{}, domain.UnsupportedAgent(agent)
 	}
 	if !known {
 		listed, err := a.Installer.Listed(ctx, agent)
 		if err != nil || !listed {
-			e := unsupportedAgent(agent).(*domain.Error)
+			e := domain.UnsupportedAgent(agent)
 			if err != nil {
 				e.Details = map[string]any{"message": "not a known agent, and the ACP registry could not be read: " + err.Error()}
 				e.Err = err
@@ -146,7 +144,7 @@ func (a *Agents) Installed(agent string) bool {
 // Operator-defined agents need no install.
 func (a *Agents) Install(ctx context.Context, agent string, opts domain.InstallOptions) (domain.InstallResult, error) {
 	if !domain.ValidAgentID(agent) {
-		return domain.InstallResult{}, unsupportedAgent(agent)
+		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
 	if _, ok := a.operator(agent); ok && !isFile(a.Fs, a.LauncherPath(agent)) {
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil

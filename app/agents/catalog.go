@@ -105,7 +105,7 @@ func (c *Catalog) List(ctx context.Context, q CatalogQuery) []domain.AgentInfo {
 // one the ACP registry lists. Anything else is unsupported_agent.
 func (c *Catalog) Get(ctx context.Context, id string, q CatalogQuery) (domain.AgentInfo, error) {
 	if !c.exists(ctx, id) {
-		return domain.AgentInfo{}, unsupportedAgent(id)
+		return domain.AgentInfo{}, domain.UnsupportedAgent(id)
 	}
 	return c.info(ctx, id, q, c.running()), nil
 }

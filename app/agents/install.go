@@ -215,7 +215,7 @@ func (in *Installer) NativePath(agent string) (string, domain.InstallSource, boo
 // that neither we nor the registry know, unsupported_agent.
 func (in *Installer) Install(ctx context.Context, agent string, opts domain.InstallOptions) (domain.InstallResult, error) {
 	if !domain.ValidAgentID(agent) {
-		return domain.InstallResult{}, unsupportedAgent(agent)
+		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
 	if agent == domain.MockAgent {
 		l := in.lock(agent)
@@ -235,7 +235,7 @@ func (in *Installer) Install(ctx context.Context, agent string, opts domain.Inst
 	reg, err := in.registry(ctx, opts.Reinstall, false)
 	if err != nil {
 		if !known {
-			e := unsupportedAgent(agent).(*domain.Error)
+			e := domain.UnsupportedAgent(agent)
 			e.Details = map[string]any{"message": "not a known agent, and the ACP registry could not be read: " + err.Error()}
 			e.Err = err
 			return domain.InstallResult{}, e
@@ -247,7 +247,7 @@ func (in *Installer) Install(ctx context.Context, agent string, opts domain.Inst
 		return domain.InstallResult{}, err
 	}
 	if !known && plan.kind == "" {
-		return domain.InstallResult{}, unsupportedAgent(agent)
+		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
 	return in.execute(ctx, agent, recipe, plan, opts)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 )
 
 // commandPaths walks the command tree and returns the argument path of
@@ -187,7 +187,7 @@ func TestServerFlags(t *testing.T) {
 	h.register(fs)
 	_ = fs.Parse(nil)
 	h.applyEnv(fs)
-	d := app.DefaultOptions()
+	d := acp.DefaultOptions()
 	if h.token != "from-env" || h.host != "127.0.0.1" || h.port != "2468" || h.replayBytes != d.ReplayBytes ||
 		h.maxFrame != d.MaxFrameBytes || h.stopGrace != d.StopGrace || h.stdinWriteTimeout != d.WriteTimeout || h.asyncMethods != "session/prompt" {
 		t.Errorf("defaults: %+v", h)

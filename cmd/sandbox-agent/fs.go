@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 )
 
 // newFilesystem builds the filesystem behind /v1/fs and /v1/config from
@@ -22,7 +22,7 @@ import (
 //     working directory, for tests and demos.
 //
 // The returned func releases the backend.
-func newFilesystem(f *serverFlags) (*app.Files, *app.ConfigStore, func(), error) {
+func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), error) {
 	home, err := os.UserHomeDir()
 	cwd, cwdErr := os.Getwd()
 	if cwdErr != nil {
@@ -43,7 +43,7 @@ func newFilesystem(f *serverFlags) (*app.Files, *app.ConfigStore, func(), error)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--fs-root: %w", err)
 		}
-		return &app.Files{Fs: root, Home: root.Dir()}, &app.ConfigStore{Fs: root, Base: root.Dir()}, func() { root.Close() }, nil
+		return &files.Files{Fs: root, Home: root.Dir()}, &files.ConfigStore{Fs: root, Base: root.Dir()}, func() { root.Close() }, nil
 	case f.fsBackend == "memory":
 		mem := fsys.NewMemory()
 		for _, dir := range []string{home, cwd} {
@@ -51,10 +51,10 @@ func newFilesystem(f *serverFlags) (*app.Files, *app.ConfigStore, func(), error)
 				return nil, nil, nil, fmt.Errorf("memory filesystem: %w", err)
 			}
 		}
-		return &app.Files{Fs: mem, Home: home}, &app.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
+		return &files.Files{Fs: mem, Home: home}, &files.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
 	case f.fsBackend == "os":
 		host := fsys.NewOS()
-		return &app.Files{Fs: host, Home: home}, &app.ConfigStore{Fs: host, Base: cwd}, func() {}, nil
+		return &files.Files{Fs: host, Home: home}, &files.ConfigStore{Fs: host, Base: cwd}, func() {}, nil
 	}
 	return nil, nil, nil, usagef("--fs must be os or memory, got %q", f.fsBackend)
 }

@@ -18,7 +18,8 @@ import (
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/npm"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/registry"
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -43,7 +44,7 @@ func lookPath(name string) (string, bool) {
 // newInstaller wires the installer's ports to the network, npm and the
 // host filesystem. SANDBOX_AGENT_NATIVE_URL_<AGENT> (e.g. ..._OPENCODE)
 // overrides a native download URL template ({version}, {platform}).
-func newInstaller(log *slog.Logger, progress func(agent, msg string)) *app.Installer {
+func newInstaller(log *slog.Logger, progress func(agent, msg string)) *agents.Installer {
 	url := registryURL()
 	reg := registry.New(url)
 	native := map[string]string{}
@@ -52,7 +53,7 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *app.Insta
 			native[id] = v
 		}
 	}
-	return &app.Installer{
+	return &agents.Installer{
 		Fs:          afero.NewOsFs(),
 		Dir:         installDir(),
 		Registry:    reg,
@@ -70,16 +71,16 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *app.Insta
 }
 
 // wireInstaller gives the daemon's agent resolver lazy installs.
-func wireInstaller(a *app.Agents, log *slog.Logger) {
+func wireInstaller(a *agents.Agents, log *slog.Logger) {
 	a.Installer = newInstaller(log, nil)
 	a.LookPath = lookPath
 	a.RequirePreinstall = truthy(os.Getenv("SANDBOX_AGENT_REQUIRE_PREINSTALL"))
 }
 
 // newCatalog serves /v1/agents from the resolver and the running instances.
-func newCatalog(a *app.Agents, instances *app.Instances) *app.Catalog {
+func newCatalog(a *agents.Agents, instances *acp.Instances) *agents.Catalog {
 	home, _ := os.UserHomeDir()
-	return &app.Catalog{Agents: a, Running: instances.RunningSince, Getenv: os.Getenv, Home: home}
+	return &agents.Catalog{Agents: a, Running: instances.RunningSince, Getenv: os.Getenv, Home: home}
 }
 
 // installFlags are the options of install-agent and api agents install.
@@ -119,16 +120,16 @@ as JSON to stdout.`,
 }
 
 func runInstallAgent(ctx context.Context, f installFlags, pos []string, stdout, stderr io.Writer) error {
-	var agents []string
+	var ids []string
 	switch {
 	case f.all && len(pos) == 0:
 		for _, id := range domain.KnownAgents {
 			if id != domain.MockAgent {
-				agents = append(agents, id)
+				ids = append(ids, id)
 			}
 		}
 	case !f.all && len(pos) == 1:
-		agents = pos
+		ids = pos
 	case f.all:
 		return usagef("--all installs every agent; give no agent id with it")
 	default:
@@ -137,10 +138,10 @@ func runInstallAgent(ctx context.Context, f installFlags, pos []string, stdout, 
 	inst := newInstaller(nil, func(agent, msg string) {
 		fmt.Fprintf(stderr, "[%s] %s %s\n", time.Now().Format(time.TimeOnly), agent, msg)
 	})
-	a := &app.Agents{Fs: inst.Fs, InstallDir: inst.Dir, Installer: inst, LookPath: lookPath}
+	a := &agents.Agents{Fs: inst.Fs, InstallDir: inst.Dir, Installer: inst, LookPath: lookPath}
 	results := map[string]domain.InstallResult{}
 	var failed []string
-	for _, id := range agents {
+	for _, id := range ids {
 		res, err := a.Install(ctx, id, f.opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %s\n", id, describeInstallError(err))
@@ -151,7 +152,7 @@ func runInstallAgent(ctx context.Context, f installFlags, pos []string, stdout, 
 	}
 	var out any = results
 	if !f.all && len(results) == 1 {
-		out = results[agents[0]]
+		out = results[ids[0]]
 	}
 	if len(results) > 0 {
 		enc := json.NewEncoder(stdout)

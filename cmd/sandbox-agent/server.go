@@ -21,7 +21,8 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/inspector"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/process"
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -72,7 +73,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	wireInstaller(agents, log)
 	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN")}
-	instances := app.NewInstances(opts, runner, agents)
+	instances := acp.NewInstances(opts, runner, agents)
 
 	files, configs, closeFs, err := newFilesystem(f)
 	if err != nil {
@@ -146,8 +147,8 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	return nil
 }
 
-func acpOptions(f *serverFlags, log *slog.Logger) (app.Options, error) {
-	opts := app.DefaultOptions()
+func acpOptions(f *serverFlags, log *slog.Logger) (acp.Options, error) {
+	opts := acp.DefaultOptions()
 	opts.Logger = log
 	opts.ReplayBytes = f.replayBytes
 	opts.MaxFrameBytes = f.maxFrame
@@ -180,12 +181,12 @@ func installDir() string {
 	return filepath.Join(base, "sandbox-agent", "bin")
 }
 
-func agentResolver(f *serverFlags) (*app.Agents, error) {
+func agentResolver(f *serverFlags) (*agents.Agents, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
-	a := &app.Agents{Fs: afero.NewOsFs(), InstallDir: installDir(), SelfExe: self}
+	a := &agents.Agents{Fs: afero.NewOsFs(), InstallDir: installDir(), SelfExe: self}
 	if f.agentsFile != "" {
 		if a.Operator, err = loadAgentsFile(f.agentsFile); err != nil {
 			return nil, err

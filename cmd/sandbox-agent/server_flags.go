@@ -8,13 +8,13 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/sandbox-agent-go/sandbox-agent/app"
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 )
 
 // serverFlags is everything `sandbox-agent server` accepts. To add a flag:
 // add a field here and one line to register (or, for a feature of its own,
 // a sub-struct with its own register method, as policyFlags does). Take
-// the default from the option struct that owns it (app.DefaultOptions,
+// the default from the option struct that owns it (acp.DefaultOptions,
 // ...), not a new constant. pflag gives --name, -x shorthands, repeatable
 // values and interleaved positional arguments; cobra prints the help.
 type serverFlags struct {
@@ -37,7 +37,7 @@ type serverFlags struct {
 // register defines the server's flags on fs, in the order --help lists
 // them.
 func (f *serverFlags) register(fs *pflag.FlagSet) {
-	d := app.DefaultOptions()
+	d := acp.DefaultOptions()
 	fs.SortFlags = false
 	fs.StringVarP(&f.host, "host", "H", "127.0.0.1", "address to listen on")
 	fs.StringVarP(&f.port, "port", "p", "2468", "port to listen on")
