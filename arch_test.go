@@ -104,6 +104,16 @@ func loadTree(t *testing.T) map[string]*srcPackage {
 	return pkgs
 }
 
+// useCase is the app package dir belongs to: "app/acp" for app/acp and
+// anything below it ("app" itself for the app directory).
+func useCase(dir string) string {
+	parts := strings.SplitN(dir, "/", 3)
+	if len(parts) < 2 {
+		return dir
+	}
+	return parts[0] + "/" + parts[1]
+}
+
 // layer is one row of the Layout table as a check: rule returns why an
 // import is forbidden for a package of that layer, or "".
 type layer struct {
@@ -204,13 +214,15 @@ func layers(mod string) []layer {
 			},
 		},
 		{
-			name:  "app imports domain, ports, afero and stdlib without network or processes",
+			name:  "app/* imports domain, ports, afero and stdlib without network or processes, and no sibling use case",
 			match: func(dir string) bool { return under(dir, "app") },
 			rule: func(dir, imp string, inTest bool) string {
 				if rel, ok := internal(imp); ok {
 					switch {
-					case under(rel, "domain"), under(rel, "ports"), under(rel, "app"):
+					case under(rel, "domain"), under(rel, "ports"), under(rel, useCase(dir)):
 						return ""
+					case under(rel, "app"):
+						return "app packages never import each other: a link between use cases is an interface (or func field) the consumer defines, wired in cmd/sandbox-agent"
 					}
 					return "app must not import " + rel + " (only domain and ports)"
 				}
@@ -349,23 +361,40 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"domain", afero, false, false},
 		{"domain", "encoding/json", false, true},
 		{"ports", mod + "/app", false, false},
+		{"ports", mod + "/app/acp", false, false},
+		{"ports/porttest", mod + "/app/files", true, false},
 		{"ports", "net/http", false, false},
 		{"ports", afero, false, true},
 		{"ports/porttest", "os/exec", false, false},
 		{"ports/porttest", mod + "/adapters/process", true, false},
 		{"ports/porttest", "testing", false, true},
-		{"app", mod + "/adapters/process", false, false},
-		{"app", "net/http", false, false},
-		{"app", "os/exec", true, false},
-		{"app", huma + "/v2", false, false},
-		{"app", wazero, false, false},
-		{"app", "os", false, false},
-		{"app", "os", true, true},
-		{"app", "log/slog", false, true},
+		{"app/acp", mod + "/adapters/process", false, false},
+		{"app/acp", "net/http", false, false},
+		{"app/agents", "os/exec", true, false},
+		{"app/agents", "net", false, false},
+		{"app/files", huma + "/v2", false, false},
+		{"app/acp", wazero, false, false},
+		{"app/files", "os", false, false},
+		{"app/files", "os", true, true},
+		{"app/acp", "log/slog", false, true},
+		{"app/acp", mod + "/domain", false, true},
+		{"app/agents", mod + "/ports", false, true},
+		{"app/files", afero, false, true},
+		{"app/acp", mod + "/app/acp", true, true},
+		{"app/acp", mod + "/app/agents", false, false},
+		{"app/agents", mod + "/app/acp", false, false},
+		{"app/agents", mod + "/app/acp", true, false},
+		{"app/files", mod + "/app/agents", false, false},
+		{"app/acp", mod + "/app", false, false},
+		{"app/acp", mod + "/extensions/wasmpolicy", false, false},
 		{"adapters/process", mod + "/app", false, false},
+		{"adapters/process", mod + "/app/acp", false, false},
+		{"adapters/registry", mod + "/app/agents", false, false},
 		{"adapters/process", mod + "/adapters/fsys", false, false},
 		{"adapters/process", mod + "/extensions/wasmpolicy", false, false},
-		{"adapters/httpapi", mod + "/app", false, true},
+		{"adapters/httpapi", mod + "/app/acp", false, true},
+		{"adapters/httpapi", mod + "/app/agents", false, true},
+		{"adapters/httpapi", mod + "/app/files", true, true},
 		{"adapters/httpapi", mod + "/adapters/inspector", false, false},
 		{"adapters/httpapi", mod + "/ports/porttest", true, true},
 		{"extensions/wasmpolicy", mod + "/app", false, false},
@@ -373,6 +402,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"extensions/wasmpolicy", huma + "/v2", false, false},
 		{"extensions/wasmpolicy", wazero + "/api", false, true},
 		{"e2e", mod + "/app", true, false},
+		{"e2e", mod + "/app/acp", true, false},
+		{"extensions/wasmpolicy", mod + "/app/agents", false, false},
 		{"e2e", mod + "/adapters/httpclient", true, false},
 		{"e2e", mod + "/extensions/wasmpolicy", true, false},
 		{"e2e", acpSDK, true, true},

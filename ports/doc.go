@@ -1,7 +1,13 @@
-// Package ports holds the interfaces the app needs from the world it does not
-// control: processes, untrusted policy code. Each is written from the app's
-// side, small and stdlib-shaped; ports/porttest holds the contract suites
-// every implementation (real adapter and test fake alike) must pass.
+// Package ports holds the interfaces the app packages need from the world
+// they do not control: agent processes (AgentRunner, AgentProcess; used by
+// app/acp), the ACP registry, downloads, npm packages and short-lived
+// commands for installs and version probes (Registry, Downloader,
+// PackageInstaller, Commands; used by app/agents), and untrusted policy code
+// (Authorizer; implemented by extensions/wasmpolicy, consulted today by
+// adapters/httpapi). Each is written from the consumer's side, small and
+// stdlib-shaped; ports/porttest holds the contract suites every
+// implementation (real adapter and test fake alike) must pass, and the
+// shared fakes.
 //
 // The filesystem port is afero.Fs itself and is not wrapped here.
 package ports
