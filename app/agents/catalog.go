@@ -32,7 +32,7 @@ var reference = func() map[string]referenceAgent {
 		Agents []referenceAgent `json:"agents"`
 	}
 	if err := json.Unmarshal(catalogReference, &doc); err != nil {
-		panic("app: embedded catalog_reference.json: " + err.Error())
+		panic("agents: embedded catalog_reference.json: " + err.Error())
 	}
 	out := map[string]referenceAgent{}
 	for _, a := range doc.Agents {
