@@ -2,32 +2,10 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 )
-
-// requireChromium finds Debian's Chromium. Browser tests are part of the
-// suite: without the browser they fail, saying what to install.
-func requireChromium(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("CHROMIUM=%s: %v (unset it to use Debian's chromium package: apt-get install chromium)", p, err)
-		}
-		return p
-	}
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	t.Fatal("the inspector's browser tests need Chromium, which is missing: not at /usr/bin/chromium nor on PATH. " +
-		"Install Debian's package with `apt-get update && apt-get install -y chromium` (.ci/run does), or set CHROMIUM to a Chromium binary.")
-	return ""
-}
 
 // TestUI drives the inspector at /ui/ in headless Chromium against the
 // built daemon and its mock agent (e2e/js/ui.mjs); screenshots go to

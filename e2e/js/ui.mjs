@@ -1,12 +1,10 @@
 // Drives the inspector (/ui/) in headless Chromium with playwright-core, as
 // a person would. Env: BASE_URL, TOKEN (optional), SCENARIO (sessions |
-// agents | files | config), CHROMIUM (browser path), ARTIFACTS (directory
+// agents | files | config), CHROMIUM (browser path; see browser.mjs), ARTIFACTS (directory
 // for screenshots). Exits non-zero on any failed expectation.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const base = process.env.BASE_URL;
 const token = process.env.TOKEN || "";
@@ -23,15 +21,7 @@ async function api(method, path, body, headers = {}) {
   return { status: res.status, text, json: () => JSON.parse(text) };
 }
 
-const userDataDir = mkdtempSync(join(tmpdir(), "ui-e2e-chromium-"));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  viewport: { width: 1280, height: 800 },
-  acceptDownloads: true,
-});
+const { context, close } = await launch({ acceptDownloads: true });
 const page = context.pages()[0] || await context.newPage();
 page.setDefaultTimeout(T);
 const pageErrors = [];
@@ -340,7 +330,6 @@ try {
   console.error(`FAILED (${scenario}): ${e.stack || e}`);
   if (pageErrors.length) console.error(`page errors: ${pageErrors.join("\n")}`);
 } finally {
-  await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await close();
 }
 process.exit(failed ? 1 : 0);
