@@ -9,6 +9,7 @@ require (
 	github.com/spf13/afero v1.15.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
+	github.com/swaggest/swgui v1.8.5
 	github.com/tetratelabs/wazero v1.11.0
 )
 

@@ -38,3 +38,20 @@ func TestUI(t *testing.T) {
 	t.Run("files", func(t *testing.T) { run(t, "files") })
 	t.Run("config", func(t *testing.T) { run(t, "config") })
 }
+
+// TestDocsOffline opens /docs with every non-loopback request blocked and
+// finds the ACP operations on the page (e2e/js/docs.mjs): the docs are
+// served by the daemon itself, under its Content-Security-Policy, and the
+// inspector links to them. Screenshot: e2e/artifacts/docs.png.
+func TestDocsOffline(t *testing.T) {
+	browser := requireChromium(t)
+	artifacts, err := filepath.Abs("artifacts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemonOpts{})
+	runNode(t, "docs.mjs", 120*time.Second, "BASE_URL="+d.URL, "CHROMIUM="+browser, "ARTIFACTS="+artifacts)
+}

@@ -34,6 +34,9 @@ type Config struct {
 	// UI, when set, serves the inspector at /ui/ (and redirects /ui). It
 	// sits outside /v1/, so it needs no token.
 	UI http.Handler
+	// Docs, when set, serves the API documentation at /docs (and /docs/...),
+	// from files embedded in the binary; like UI it needs no token.
+	Docs http.Handler
 
 	// Catalog, when set, serves /v1/agents (list, describe, install).
 	Catalog *agents.Catalog
@@ -105,6 +108,10 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 		mux.Handle("GET /ui/", cfg.UI)
 		mux.Handle("GET /ui", cfg.UI)
 	}
+	if cfg.Docs != nil {
+		mux.Handle("GET /docs", cfg.Docs)
+		mux.Handle("GET /docs/", cfg.Docs)
+	}
 	return api
 }
 
@@ -118,12 +125,14 @@ func OpenAPI(version string) *huma.OpenAPI {
 }
 
 // NewAPI creates the huma API on mux with the daemon's conventions: no
-// $schema links in bodies, docs at /docs, the document at /openapi.json and
-// /openapi.yaml.
+// $schema links in bodies, the document at /openapi.json and /openapi.yaml.
+// huma's own /docs page is off: it loads its renderer from a CDN, and the
+// daemon serves an embedded one instead (Config.Docs).
 func NewAPI(mux *http.ServeMux, version string) huma.API {
 	config := huma.DefaultConfig("Sandbox Agent", version)
 	config.CreateHooks = nil // no $schema field or Link header on responses
 	config.SchemasPath = ""
+	config.DocsPath = ""
 	config.OpenAPI.Info.Description = "Runs coding agents that speak ACP over stdio and exposes them over HTTP."
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer"},

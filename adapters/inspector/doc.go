@@ -6,4 +6,8 @@
 // API (agents, ACP instances and their SSE streams, files, config), sending
 // the bearer token the user types in. The static files themselves need no
 // token, so a browser can load the page before it knows one.
+//
+// The package also serves the API documentation at /docs (Docs): Swagger UI
+// from the Go module github.com/swaggest/swgui, which embeds its built
+// files, so the docs work offline under the same Content-Security-Policy.
 package inspector

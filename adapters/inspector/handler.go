@@ -33,10 +33,13 @@ var contentTypes = map[string]string{
 const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
 	"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
 
-// asset is one embedded file, read once at start-up.
+// asset is one embedded file, read once at start-up. A gzip asset (a
+// "<name>.gz" file, as Swagger UI ships) is served compressed to clients
+// that accept gzip.
 type asset struct {
 	name, contentType, etag string
 	body                    []byte
+	gzip                    bool
 }
 
 // Handler serves the inspector: /ui redirects to /ui/, /ui/ and every
@@ -56,32 +59,40 @@ type handler struct {
 }
 
 func load(fsys fs.FS) (map[string]*asset, error) {
-	sub, err := fs.Sub(fsys, "ui")
+	assets, err := loadDir(fsys, "ui")
+	if err == nil && assets["index.html"] == nil {
+		err = fs.ErrNotExist
+	}
+	return assets, err
+}
+
+// loadDir reads every file under dir of fsys, keyed by its path below dir
+// ("<name>.gz" as name, marked gzip).
+func loadDir(fsys fs.FS, dir string) (map[string]*asset, error) {
+	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
 	assets := map[string]*asset{}
 	err = fs.WalkDir(sub, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") {
 			return err
 		}
 		b, err := fs.ReadFile(sub, p)
 		if err != nil {
 			return err
 		}
-		ct, ok := contentTypes[path.Ext(p)]
+		name, gz := strings.CutSuffix(p, ".gz")
+		ct, ok := contentTypes[path.Ext(name)]
 		if !ok {
 			ct = "application/octet-stream"
 		}
 		sum := sha256.Sum256(b)
-		assets[p] = &asset{name: p, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, body: b}
+		assets[name] = &asset{name: name, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, body: b, gzip: gz}
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if assets["index.html"] == nil {
-		return nil, fs.ErrNotExist
 	}
 	return assets, nil
 }
@@ -107,14 +118,39 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a == nil {
 		a = h.index
 	}
+	serveAsset(w, r, a, a == h.index)
+}
+
+// serveAsset writes one embedded file; a page (page true) gets the strict
+// Content-Security-Policy.
+func serveAsset(w http.ResponseWriter, r *http.Request, a *asset, page bool) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", a.contentType)
-	hdr.Set("ETag", a.etag)
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
-	if a == h.index {
+	if page {
 		hdr.Set("Content-Security-Policy", csp)
 	}
-	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.body))
+	body := a.body
+	if a.gzip {
+		hdr.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r) {
+			hdr.Set("Content-Encoding", "gzip")
+			hdr.Set("ETag", a.etag)
+			// No Range over the compressed bytes: the whole body or nothing.
+			r.Header.Del("Range")
+		} else {
+			b, err := gunzip(a.body)
+			if err != nil {
+				http.Error(w, "corrupt embedded file", http.StatusInternalServerError)
+				return
+			}
+			body = b
+			hdr.Set("ETag", strings.TrimSuffix(a.etag, `"`)+`-identity"`)
+		}
+	} else {
+		hdr.Set("ETag", a.etag)
+	}
+	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(body))
 }

@@ -98,6 +98,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		Config:     configs,
 		MaxUpload:  f.maxUpload,
 		UI:         inspector.Handler(),
+		Docs:       inspector.Docs(),
 		Catalog:    newCatalog(agents, instances),
 		Authorizer: authz,
 
