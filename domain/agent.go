@@ -44,6 +44,10 @@ type AgentInfo struct {
 	Capabilities         Capabilities    `json:"capabilities"`
 	ServerStatus         *ServerStatus   `json:"serverStatus,omitempty"`
 	ConfigOptions        json.RawMessage `json:"configOptions,omitempty"`
+	// ConfigError says what is wrong with the agent's setup on this host,
+	// e.g. a launcher whose program no longer exists (the reference's
+	// field, unused by it for that).
+	ConfigError string `json:"configError,omitempty"`
 }
 
 // InstallSource says where an installed artifact came from.

@@ -31,21 +31,34 @@ func compactFile(t *testing.T, name string) []byte {
 	return out.Bytes()
 }
 
+// builtinMock edits the reference's listing where this daemon differs on
+// purpose (issue 13): the mock is built in, so installed, and has no
+// install path (the reference shows <data>/sandbox-agent/bin/mock, a file
+// that never exists).
+func builtinMock(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	out := bytes.Replace(doc, []byte(`{"id":"mock","installed":false,`), []byte(`{"id":"mock","installed":true,`), 1)
+	out = bytes.Replace(out, []byte(`"version":"builtin","path":"/home/user/.local/share/sandbox-agent/bin/mock",`), []byte(`"version":"builtin",`), 1)
+	if bytes.Count(out, []byte(`{"id":"mock","installed":true,`)) != 1 {
+		t.Fatal("the reference listing has no mock entry to edit")
+	}
+	return out
+}
+
 // TestAgentsMatchReference: with nothing installed and no credentials, GET
 // /v1/agents answers byte for byte what the reference 0.4.2 answers (key
-// order included), with and without ?config=true.
+// order included), with and without ?config=true, but for the built-in
+// mock (builtinMock).
 func TestAgentsMatchReference(t *testing.T) {
 	reg := newACPRegistry(t, `{"agents":[]}`)
 	d := startDaemon(t, daemonOpts{Env: append(reg.env(), noCredentials...)})
 
 	st, _, body := d.do(http.MethodGet, "/v1/agents", nil)
-	if want := compactFile(t, "agents-0.4.2.json"); st != 200 || !bytes.Equal(bytes.TrimSpace(body), want) {
+	if want := builtinMock(t, compactFile(t, "agents-0.4.2.json")); st != 200 || !bytes.Equal(bytes.TrimSpace(body), want) {
 		t.Errorf("GET /v1/agents: %d\n got %s\nwant %s", st, body, want)
 	}
 	st, _, body = d.do(http.MethodGet, "/v1/agents?config=true", nil)
-	want := compactFile(t, "agents-config-0.4.2.json")
-	// The reference's mock path shows its placeholder home.
-	want = bytes.ReplaceAll(want, []byte("/home/user/.local/share"), []byte(filepath.Join(d.Home, ".local/share")))
+	want := builtinMock(t, compactFile(t, "agents-config-0.4.2.json"))
 	if st != 200 || !bytes.Equal(bytes.TrimSpace(body), want) {
 		t.Errorf("GET /v1/agents?config=true: %d\n got %s\nwant %s", st, body, want)
 	}

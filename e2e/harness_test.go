@@ -86,6 +86,9 @@ type daemonOpts struct {
 	Args []string // extra server flags
 	Env  []string // extra environment
 	Home string   // reuse a home directory (default: a fresh temp dir)
+	// Binary runs another copy of sandbox-agent (default: the one built
+	// for the package).
+	Binary string
 }
 
 func freePort(t testing.TB) int {
@@ -108,7 +111,11 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	}
 	port := freePort(t)
 	args := append([]string{"server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--log-format", "text", "--log-level", "debug"}, o.Args...)
-	cmd := exec.Command(binary, args...)
+	bin := binary
+	if o.Binary != "" {
+		bin = o.Binary
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
 	// Tests never reach the public ACP registry: unless a test points it at
 	// its own local server, the registry is a closed loopback port.

@@ -2,42 +2,120 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
-// TestMockInstall: installing the built-in mock writes its launcher, as the
-// reference does, so the listing and the install answer agree, and the
-// mock still runs through the launcher.
+// readmeFirstCurl is the README's first example: initialize a mock session.
+const readmeFirstCurl = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+
+// copyBinary copies the daemon to dir/name, so a test can delete "the"
+// binary the way a `go run` build disappears.
+func copyBinary(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "sandbox-agent")
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type mockListing struct {
+	Installed   bool
+	Version     string
+	Path        *string
+	ConfigError string
+}
+
+func getMock(t *testing.T, d *daemon) mockListing {
+	t.Helper()
+	st, _, b := d.do("GET", "/v1/agents/mock?config=true&no_cache=true", nil)
+	var m mockListing
+	if err := json.Unmarshal(b, &m); st != 200 || err != nil {
+		t.Fatalf("GET /v1/agents/mock: %d %s", st, b)
+	}
+	return m
+}
+
+// TestMockInstall: the mock is built in: listed as installed with no
+// install path, and installing it (from the API, as the inspector's button
+// did) is a no-op that writes nothing, so it keeps working after the binary
+// that served the install is gone. Reproduces issue 13: install mock from
+// one binary path, delete that binary, start the daemon from another path,
+// and the README's first curl answers 200.
 func TestMockInstall(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	installed := func() bool {
-		_, _, b := d.do("GET", "/v1/agents/mock", nil)
-		var a struct{ Installed bool }
-		_ = json.Unmarshal(b, &a)
-		return a.Installed
+	home := t.TempDir()
+	first := copyBinary(t, t.TempDir())
+	d := startDaemon(t, daemonOpts{Home: home, Binary: first})
+	if m := getMock(t, d); !m.Installed || m.Version != "builtin" || m.Path != nil || m.ConfigError != "" {
+		t.Fatalf("mock listed as %+v, want installed builtin without path", m)
 	}
-	if installed() {
-		t.Fatal("mock listed as installed before install (reference: false)")
+	for _, body := range []string{`{}`, `{"reinstall":true}`} {
+		st, _, b := d.do("POST", "/v1/agents/mock/install", []byte(body), "Content-Type", "application/json")
+		if st != 200 || strings.TrimSpace(string(b)) != `{"already_installed":true,"artifacts":[]}` {
+			t.Fatalf("install mock %s: %d %s", body, st, b)
+		}
 	}
-	var res struct {
-		AlreadyInstalled bool `json:"already_installed"`
-		Artifacts        []struct{ Kind, Source, Path string }
+	launcher := filepath.Join(home, ".local/share/sandbox-agent/bin/agent_processes/mock-acp")
+	if _, err := os.Stat(launcher); !os.IsNotExist(err) {
+		t.Fatalf("installing the mock left %s (%v)", launcher, err)
 	}
-	st, _, b := d.do("POST", "/v1/agents/mock/install", []byte(`{}`), "Content-Type", "application/json")
-	if err := json.Unmarshal(b, &res); st != 200 || err != nil || res.AlreadyInstalled || len(res.Artifacts) != 1 || res.Artifacts[0].Source != "builtin" {
-		t.Fatalf("first install: %d %s", st, b)
+	d.stop()
+	if err := os.Remove(first); err != nil {
+		t.Fatal(err)
 	}
-	if !installed() {
-		t.Fatal("mock not listed as installed after install")
+
+	second := startDaemon(t, daemonOpts{Home: home, Binary: copyBinary(t, t.TempDir())})
+	if st, b := second.post("/v1/acp/demo?agent=mock", readmeFirstCurl); st != 200 {
+		t.Fatalf("README's first curl after the first binary is gone: %d %s", st, b)
 	}
-	_, _, b = d.do("POST", "/v1/agents/mock/install", []byte(`{}`), "Content-Type", "application/json")
-	if json.Unmarshal(b, &res) != nil || !res.AlreadyInstalled {
-		t.Fatalf("second install: %s", b)
-	}
-	if st, b := d.post("/v1/acp/m?agent=mock", initMsg); st != 200 {
-		t.Fatalf("mock through its launcher: %d %s", st, b)
-	}
-	if src := d.server("m"); src.State != "running" {
+	if src := second.server("demo"); src.State != "running" {
 		t.Fatalf("%+v", src)
+	}
+}
+
+// TestMockStaleLauncher: a mock launcher as earlier versions wrote it,
+// pointing at a binary that is gone, is reported (listing and log) and not
+// run; the built-in mock answers instead. A launcher the user wrote (the
+// SDK's tests replace the mock so) is still used.
+func TestMockStaleLauncher(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".local/share/sandbox-agent/bin/agent_processes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(t.TempDir(), "go-build123", "exe", "sandbox-agent")
+	stale := "#!/bin/sh\n# ACP launcher for mock (builtin builtin), written by sandbox-agent.\nexec '" + gone + "' 'mock-agent-process' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "mock-acp"), []byte(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemonOpts{Home: home})
+	if st, b := d.post("/v1/acp/demo?agent=mock", readmeFirstCurl); st != 200 {
+		t.Fatalf("README's first curl with a stale mock launcher: %d %s", st, b)
+	}
+	m := getMock(t, d)
+	if !m.Installed || !strings.Contains(m.ConfigError, gone+", which no longer exists") {
+		t.Fatalf("mock listed as %+v, want installed with the stale launcher reported", m)
+	}
+	if !strings.Contains(d.logs.String(), "launcher not used") || !strings.Contains(d.logs.String(), gone) {
+		t.Fatalf("no warning about the stale launcher in the log")
+	}
+
+	// A launcher of the user's own is used.
+	script := "#!/bin/sh\nexec " + binary + " mock-agent-process \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "mock-acp"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := d.post("/v1/acp/own?agent=mock", readmeFirstCurl); st != 200 {
+		t.Fatalf("user launcher: %d %s", st, b)
+	}
+	if m := getMock(t, d); !m.Installed || m.ConfigError != "" || m.Path == nil || *m.Path != filepath.Join(dir, "mock-acp") {
+		t.Fatalf("mock with a user launcher listed as %+v", m)
 	}
 }

@@ -67,7 +67,7 @@ func TestAgentsRoutes(t *testing.T) {
 	}
 
 	st, body = call(t, http.MethodGet, srv.URL+"/v1/agents/mock?config=true&no_cache=true", "")
-	if st != 200 || !strings.Contains(body, `"version":"builtin","path":"/bin-dir/mock","capabilities":{"planMode":true,`) || !strings.Contains(body, `"configOptions":[`) {
+	if st != 200 || !strings.Contains(body, `{"id":"mock","installed":true,"credentialsAvailable":true,"version":"builtin","capabilities":{"planMode":true,`) || !strings.Contains(body, `"configOptions":[`) {
 		t.Fatalf("mock: %d %s", st, body)
 	}
 

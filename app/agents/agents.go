@@ -2,7 +2,14 @@ package agents
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/spf13/afero"
 
@@ -10,16 +17,21 @@ import (
 )
 
 // Agents resolves agent ids to the command that runs them, installing
-// agents on first use.
+// agents on first use. Launch, Installed, Install and the catalogue
+// (Catalog) all read one Resolution (resolve), so they cannot disagree.
 //
 // Resolution order, first match wins:
 //  1. a launcher file <InstallDir>/agent_processes/<id>-acp, for any id
 //     (the reference behaves so, and the official SDK's tests replace the
-//     mock this way);
+//     mock this way), unless the program it execs no longer exists: such a
+//     launcher is reported (Resolution.Broken, GET /v1/agents configError,
+//     a log warning) and skipped;
 //  2. an operator-defined agent (--agents-file);
-//  3. the built-in mock, run as "<SelfExe> mock-agent-process";
+//  3. the built-in mock, run as "<SelfExe> mock-agent-process": always
+//     installed, its install a no-op, so nothing on disk ever records the
+//     path of this executable (which may be a temporary `go run` build);
 //  4. a known agent's adapter already on PATH (claude-agent-acp, ...), or
-//     opencode's native binary, which speaks ACP itself;
+//     its native binary when that speaks ACP itself (opencode);
 //  5. a known agent, or one the ACP registry lists: installed now (lazy
 //     install), unless RequirePreinstall is set (agent_not_installed);
 //  6. anything else: unsupported_agent.
@@ -40,11 +52,84 @@ type Agents struct {
 	RequirePreinstall bool
 	// LookPath finds an executable on PATH; nil finds nothing.
 	LookPath func(name string) (string, bool)
+	// Logger hears about broken launchers (once per launcher and target).
+	Logger *slog.Logger
+
+	warned sync.Map // launcher path + "\x00" + target → struct{}
+}
+
+// Launch sources of a Resolution's Spec.
+const (
+	sourceLauncher  = "launcher"
+	sourceOperator  = "operator"
+	sourceBuiltin   = "builtin"
+	sourceLocalPath = "local_path"
+)
+
+// Resolution is what an agent id resolves to on this host now, without
+// installing anything.
+type Resolution struct {
+	Agent string
+	// Spec runs the agent when Runnable; Spec.Source says which step of the
+	// order found it.
+	Spec     domain.LaunchSpec
+	Runnable bool
+	// Launcher is where the agent's launcher file lives (or would).
+	Launcher string
+	// Broken, when set, says why a launcher file there was skipped.
+	Broken string
+	// Builtin marks the agent that is part of the daemon (the mock): never
+	// installed, always runnable.
+	Builtin bool
+	// Known is true for the agents this daemon has a recipe for.
+	Known bool
 }
 
 // LauncherPath is where the launcher of agent lives.
-func (a *Agents) LauncherPath(agent string) string {
-	return filepath.Join(a.InstallDir, "agent_processes", agent+"-acp")
+func (a *Agents) LauncherPath(agent string) string { return launcherPath(a.InstallDir, agent) }
+
+// launcherPath is the one place the launcher layout is spelled.
+func launcherPath(dir, agent string) string {
+	return filepath.Join(dir, "agent_processes", agent+"-acp")
+}
+
+// resolve walks steps 1-4 of the order. It is the only place that knows
+// the mock is built in.
+func (a *Agents) resolve(agent string) Resolution {
+	r := Resolution{Agent: agent, Launcher: a.LauncherPath(agent), Builtin: agent == domain.MockAgent}
+	_, r.Known = domain.RecipeFor(agent)
+	run := func(spec domain.LaunchSpec) Resolution {
+		spec.Agent = agent
+		r.Spec, r.Runnable = spec, true
+		return r
+	}
+	switch ok, broken := checkLauncher(a.Fs, r.Launcher); {
+	case ok:
+		return run(domain.LaunchSpec{Command: r.Launcher, Source: sourceLauncher})
+	case broken != "":
+		r.Broken = broken
+		a.warnBroken(r.Launcher, broken)
+	}
+	if op, ok := a.operator(agent); ok {
+		return run(domain.LaunchSpec{Command: op.Command, Args: op.Args, Env: op.Env, Source: sourceOperator})
+	}
+	if r.Builtin {
+		return run(domain.LaunchSpec{Command: a.SelfExe, Args: []string{"mock-agent-process"}, Source: sourceBuiltin})
+	}
+	if p, args, ok := a.onPath(agent); ok {
+		return run(domain.LaunchSpec{Command: p, Args: args, Source: sourceLocalPath})
+	}
+	return r
+}
+
+func (a *Agents) warnBroken(launcher, why string) {
+	if a.Logger == nil {
+		return
+	}
+	if _, seen := a.warned.LoadOrStore(launcher+"\x00"+why, struct{}{}); !seen {
+		a.Logger.Warn("launcher not used", "launcher", launcher, "reason", why,
+			"fix", "reinstall the agent (install-agent <agent> --reinstall) or delete the launcher")
+	}
 }
 
 // Launch implements acp.Launcher.
@@ -52,25 +137,23 @@ func (a *Agents) Launch(ctx context.Context, agent string) (domain.LaunchSpec, e
 	if !domain.ValidAgentID(agent) {
 		return domain.LaunchSpec{}, domain.UnsupportedAgent(agent)
 	}
-	if spec, ok := a.present(agent); ok {
-		return spec, nil
+	r := a.resolve(agent)
+	if r.Runnable {
+		return r.Spec, nil
 	}
-	_, known := domain.RecipeFor(agent)
 	if a.Installer == nil {
-		if known {
+		if r.Known {
 			return domain.LaunchSpec{}, notInstalled(agent)
 		}
 		return domain.LaunchSpec{}, domain.UnsupportedAgent(agent)
 	}
-	if !known {
+	if !r.Known {
 		listed, err := a.Installer.Listed(ctx, agent)
-		if err != nil || !listed {
-			e := domain.UnsupportedAgent(agent)
-			if err != nil {
-				e.Details = map[string]any{"message": "not a known agent, and the ACP registry could not be read: " + err.Error()}
-				e.Err = err
-			}
-			return domain.LaunchSpec{}, e
+		if err != nil {
+			return domain.LaunchSpec{}, registryUnreadable(agent, err)
+		}
+		if !listed {
+			return domain.LaunchSpec{}, domain.UnsupportedAgent(agent)
 		}
 	}
 	if a.RequirePreinstall {
@@ -79,28 +162,11 @@ func (a *Agents) Launch(ctx context.Context, agent string) (domain.LaunchSpec, e
 	if _, err := a.Installer.Install(ctx, agent, domain.InstallOptions{}); err != nil {
 		return domain.LaunchSpec{}, err
 	}
-	if spec, ok := a.present(agent); ok {
-		return spec, nil
+	if r = a.resolve(agent); r.Runnable {
+		return r.Spec, nil
 	}
 	return domain.LaunchSpec{}, &domain.Error{Kind: domain.KindInstallFailed, Msg: agent, Agent: agent,
-		Details: map[string]any{"stderr": "the install ended without a launcher at " + a.LauncherPath(agent)}}
-}
-
-// present resolves steps 1-4: an agent that can run without installing.
-func (a *Agents) present(agent string) (domain.LaunchSpec, bool) {
-	if p := a.LauncherPath(agent); isFile(a.Fs, p) {
-		return domain.LaunchSpec{Agent: agent, Command: p, Source: "launcher"}, true
-	}
-	if op, ok := a.operator(agent); ok {
-		return domain.LaunchSpec{Agent: agent, Command: op.Command, Args: op.Args, Env: op.Env, Source: "operator"}, true
-	}
-	if agent == domain.MockAgent {
-		return domain.LaunchSpec{Agent: agent, Command: a.SelfExe, Args: []string{"mock-agent-process"}, Source: "builtin"}, true
-	}
-	if p, args, ok := a.onPath(agent); ok {
-		return domain.LaunchSpec{Agent: agent, Command: p, Args: args, Source: "local_path"}, true
-	}
-	return domain.LaunchSpec{}, false
+		Details: map[string]any{"stderr": "the install ended without a launcher at " + r.Launcher}}
 }
 
 // onPath finds a known agent's adapter on the host: one of its PATH hints,
@@ -117,36 +183,46 @@ func (a *Agents) onPath(agent string) (string, []string, bool) {
 			}
 		}
 	}
-	if recipe.NativeACPArgs != nil && recipe.Native != nil {
-		if p := filepath.Join(a.InstallDir, recipe.Native.Binary); isFile(a.Fs, p) {
+	if recipe.NativeACPArgs != nil {
+		if p, _, ok := nativeBinary(a.Fs, a.InstallDir, a.LookPath, agent); ok {
 			return p, recipe.NativeACPArgs, true
-		}
-		if a.LookPath != nil {
-			if p, ok := a.LookPath(recipe.Native.Binary); ok {
-				return p, recipe.NativeACPArgs, true
-			}
 		}
 	}
 	return "", nil, false
 }
 
-// Installed reports whether agent can run without an install step. The
-// mock counts as installed only with a launcher, as in the reference.
-func (a *Agents) Installed(agent string) bool {
-	if agent == domain.MockAgent {
-		return isFile(a.Fs, a.LauncherPath(agent))
+// nativeBinary finds the native binary of a known agent: the installed
+// one (<dir>/<binary>), else one on PATH.
+func nativeBinary(fs afero.Fs, dir string, lookPath func(string) (string, bool), agent string) (string, domain.InstallSource, bool) {
+	recipe, _ := domain.RecipeFor(agent)
+	if recipe.Native == nil {
+		return "", "", false
 	}
-	_, ok := a.present(agent)
-	return ok
+	if p := filepath.Join(dir, recipe.Native.Binary); isFile(fs, p) {
+		return p, domain.SourceFallback, true
+	}
+	if lookPath != nil {
+		if p, ok := lookPath(recipe.Native.Binary); ok {
+			return p, domain.SourceLocalPath, true
+		}
+	}
+	return "", "", false
+}
+
+// Installed reports whether agent can run without an install step: the
+// built-in mock always can.
+func (a *Agents) Installed(agent string) bool {
+	return a.resolve(agent).Runnable
 }
 
 // Install installs agent explicitly (POST /v1/agents/{agent}/install).
-// Operator-defined agents need no install.
+// The built-in mock and operator-defined agents need no install: for them
+// it changes nothing and answers already_installed.
 func (a *Agents) Install(ctx context.Context, agent string, opts domain.InstallOptions) (domain.InstallResult, error) {
 	if !domain.ValidAgentID(agent) {
 		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
-	if _, ok := a.operator(agent); ok && !isFile(a.Fs, a.LauncherPath(agent)) {
+	if r := a.resolve(agent); r.Builtin || r.Spec.Source == sourceOperator {
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
 	}
 	if a.Installer == nil {
@@ -160,6 +236,15 @@ func notInstalled(agent string) error {
 	return &domain.Error{Kind: domain.KindAgentNotInstalled, Msg: agent, Agent: agent}
 }
 
+// registryUnreadable is unsupported_agent for an id we do not know when
+// the ACP registry, which might list it, could not be read.
+func registryUnreadable(agent string, err error) error {
+	e := domain.UnsupportedAgent(agent)
+	e.Details = map[string]any{"message": "not a known agent, and the ACP registry could not be read: " + err.Error()}
+	e.Err = err
+	return e
+}
+
 func (a *Agents) operator(agent string) (domain.OperatorAgent, bool) {
 	for _, op := range a.Operator {
 		if op.ID == agent {
@@ -167,4 +252,71 @@ func (a *Agents) operator(agent string) (domain.OperatorAgent, bool) {
 		}
 	}
 	return domain.OperatorAgent{}, false
+}
+
+// maxLauncher bounds how much of a launcher file is read to find the
+// program it execs; ours are a few hundred bytes.
+const maxLauncher = 64 << 10
+
+// checkLauncher reports whether a usable launcher file is at p. A file
+// whose exec line names an absolute program that no longer exists (a
+// launcher of a deleted install, or of a `go run` build long gone) is not
+// usable: broken says why. Launchers written by hand that exec something
+// on PATH, or a script without an exec line, are used as they are.
+func checkLauncher(fsys afero.Fs, p string) (ok bool, broken string) {
+	if !isFile(fsys, p) {
+		return false, ""
+	}
+	f, err := fsys.Open(p)
+	if err != nil {
+		return true, "" // let the exec report what is wrong
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxLauncher))
+	if err != nil {
+		return true, ""
+	}
+	target := execTarget(string(b))
+	if !filepath.IsAbs(target) {
+		return true, ""
+	}
+	if _, err := fsys.Stat(target); errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Sprintf("%s execs %s, which no longer exists", p, target)
+	}
+	return true, ""
+}
+
+// execTarget is the program named by the last "exec" line of a shell
+// script: a single-quoted word as launcherScript writes it, or a plain
+// word; "" when there is none.
+func execTarget(script string) string {
+	target := ""
+	for _, line := range strings.Split(script, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "exec ")
+		if !ok {
+			continue
+		}
+		rest = strings.TrimSpace(rest)
+		if !strings.HasPrefix(rest, "'") {
+			target, _, _ = strings.Cut(rest, " ")
+			continue
+		}
+		// Single quotes, with ' written as '\'' (shellQuote).
+		var b strings.Builder
+		for s := rest[1:]; ; {
+			i := strings.IndexByte(s, '\'')
+			if i < 0 {
+				b.Reset() // unterminated: not a word we understand
+				break
+			}
+			b.WriteString(s[:i])
+			if !strings.HasPrefix(s[i:], `'\''`) {
+				break
+			}
+			b.WriteByte('\'')
+			s = s[i+4:]
+		}
+		target = b.String()
+	}
+	return target
 }

@@ -123,10 +123,7 @@ func (c *Catalog) exists(ctx context.Context, id string) bool {
 	if !domain.ValidAgentID(id) {
 		return false
 	}
-	if domain.IsKnownAgent(id) || isFile(c.Agents.Fs, c.Agents.LauncherPath(id)) {
-		return true
-	}
-	if _, ok := c.Agents.operator(id); ok {
+	if r := c.Agents.resolve(id); r.Known || r.Runnable || r.Broken != "" {
 		return true
 	}
 	if c.Agents.Installer != nil {
@@ -155,11 +152,13 @@ func (c *Catalog) now() time.Time {
 
 func (c *Catalog) info(ctx context.Context, id string, q CatalogQuery, running map[string]time.Time) domain.AgentInfo {
 	ref, known := reference[id]
+	r := c.Agents.resolve(id)
 	info := domain.AgentInfo{
 		ID:                   id,
-		Installed:            c.Agents.Installed(id),
+		Installed:            r.Runnable,
 		CredentialsAvailable: c.credentials(id),
 		Capabilities:         ref.Capabilities,
+		ConfigError:          r.Broken,
 	}
 	if t, ok := running[id]; ok {
 		up := c.now().Sub(t).Milliseconds()
@@ -169,7 +168,7 @@ func (c *Catalog) info(ctx context.Context, id string, q CatalogQuery, running m
 		info.ServerStatus = &domain.ServerStatus{Status: "running", UptimeMs: up}
 	}
 	if q.Config {
-		v := c.version(ctx, id, q.NoCache)
+		v := c.version(ctx, r, q.NoCache)
 		info.Version, info.Path = v.version, v.path
 		if known && len(ref.ConfigOptions) > 0 && string(ref.ConfigOptions) != "null" {
 			info.ConfigOptions = ref.ConfigOptions
@@ -205,42 +204,48 @@ func (c *Catalog) credentials(id string) bool {
 
 // version finds an agent's binary and asks it for its version, caching the
 // answer until an install or a no_cache query.
-func (c *Catalog) version(ctx context.Context, id string, noCache bool) versionInfo {
+func (c *Catalog) version(ctx context.Context, r Resolution, noCache bool) versionInfo {
 	c.mu.Lock()
-	v, ok := c.versions[id]
+	v, ok := c.versions[r.Agent]
 	c.mu.Unlock()
 	if ok && !noCache {
 		return v
 	}
-	v = c.probe(ctx, id)
+	v = c.probe(ctx, r)
 	c.mu.Lock()
 	if c.versions == nil {
 		c.versions = map[string]versionInfo{}
 	}
-	c.versions[id] = v
+	c.versions[r.Agent] = v
 	c.mu.Unlock()
 	return v
 }
 
-func (c *Catalog) probe(ctx context.Context, id string) versionInfo {
-	a, in := c.Agents, c.Agents.Installer
+// probe reads what the resolution found: the built-in mock has version
+// "builtin" and no path (nothing installed); a native binary answers for
+// its agent; else the launcher's recorded version, the operator's command,
+// or the adapter on PATH.
+func (c *Catalog) probe(ctx context.Context, r Resolution) versionInfo {
+	in := c.Agents.Installer
 	switch {
-	case id == domain.MockAgent && !isFile(a.Fs, a.LauncherPath(id)):
-		return versionInfo{version: "builtin", path: filepath.Join(a.InstallDir, domain.MockAgent)}
+	case r.Spec.Source == sourceBuiltin:
+		return versionInfo{version: "builtin"}
 	case in == nil:
 		return versionInfo{}
 	}
-	if p, _, ok := in.NativePath(id); ok {
+	if p, _, ok := in.NativePath(r.Agent); ok {
 		return versionInfo{version: in.Version(ctx, p), path: p}
 	}
-	if op, ok := a.operator(id); ok && !isFile(a.Fs, a.LauncherPath(id)) {
-		return versionInfo{path: op.Command}
+	switch r.Spec.Source {
+	case sourceOperator:
+		return versionInfo{path: r.Spec.Command}
+	case sourceLauncher:
+		return versionInfo{version: in.AgentProcessVersion(r.Agent), path: r.Launcher}
+	case sourceLocalPath:
+		return versionInfo{version: in.Version(ctx, r.Spec.Command), path: r.Spec.Command}
 	}
-	if isFile(a.Fs, a.LauncherPath(id)) {
-		return versionInfo{version: in.AgentProcessVersion(id), path: a.LauncherPath(id)}
-	}
-	if p, _, ok := a.onPath(id); ok {
-		return versionInfo{version: in.Version(ctx, p), path: p}
+	if r.Broken != "" {
+		return versionInfo{path: r.Launcher}
 	}
 	return versionInfo{}
 }

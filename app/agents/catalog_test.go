@@ -57,8 +57,9 @@ func TestCatalogMatchesReference(t *testing.T) {
 		if g.CredentialsAvailable != want["credentialsAvailable"] {
 			t.Errorf("%s credentialsAvailable = %v, reference %v (no credentials anywhere)", g.ID, g.CredentialsAvailable, want["credentialsAvailable"])
 		}
-		if g.Installed {
-			t.Errorf("%s installed on an empty disk", g.ID)
+		// Beyond the reference: the mock is built in, so installed.
+		if g.Installed != (g.ID == "mock") {
+			t.Errorf("%s installed = %v on an empty disk", g.ID, g.Installed)
 		}
 		if g.ConfigOptions != nil || g.Version != "" || g.Path != "" {
 			t.Errorf("%s has config fields without config=true", g.ID)
@@ -117,7 +118,8 @@ func TestCatalogConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mock.Version != "builtin" || mock.Path != testDir+"/mock" || len(mock.ConfigOptions) == 0 {
+	// Built in: no path (the reference shows one that never exists).
+	if mock.Version != "builtin" || mock.Path != "" || !mock.Installed || len(mock.ConfigOptions) == 0 {
 		t.Errorf("mock = %+v", mock)
 	}
 	var opts []map[string]any

@@ -48,9 +48,6 @@ type Installer struct {
 	Packages   ports.PackageInstaller
 	Commands   ports.Commands
 
-	// SelfExe is this binary; the mock's launcher runs its
-	// mock-agent-process.
-	SelfExe string
 	// RegistryURL names the registry in messages.
 	RegistryURL string
 	// Platform is the registry platform key (domain.PlatformKey).
@@ -84,11 +81,6 @@ const (
 	registryTTL     = time.Minute
 	registryFailTTL = 15 * time.Second
 )
-
-// LauncherPath is where the launcher of agent lives.
-func (in *Installer) LauncherPath(agent string) string {
-	return filepath.Join(in.Dir, "agent_processes", agent+"-acp")
-}
 
 // storeDir holds an agent's installed packages and its manifest.
 func (in *Installer) storeDir(agent string) string {
@@ -186,42 +178,27 @@ func (in *Installer) Listed(ctx context.Context, agent string) (bool, error) {
 	return ok, nil
 }
 
-// Installed reports whether agent has a launcher.
+// Installed reports whether agent has a usable launcher (one whose
+// program still exists; see checkLauncher).
 func (in *Installer) Installed(agent string) bool {
-	return isFile(in.Fs, in.LauncherPath(agent))
+	ok, _ := checkLauncher(in.Fs, launcherPath(in.Dir, agent))
+	return ok
 }
 
 // NativePath finds the native binary of a known agent: the installed one,
 // else one on PATH.
 func (in *Installer) NativePath(agent string) (string, domain.InstallSource, bool) {
-	recipe, _ := domain.RecipeFor(agent)
-	if recipe.Native == nil {
-		return "", "", false
-	}
-	if p := filepath.Join(in.Dir, recipe.Native.Binary); isFile(in.Fs, p) {
-		return p, domain.SourceFallback, true
-	}
-	if in.LookPath != nil {
-		if p, ok := in.LookPath(recipe.Native.Binary); ok {
-			return p, domain.SourceLocalPath, true
-		}
-	}
-	return "", "", false
+	return nativeBinary(in.Fs, in.Dir, in.LookPath, agent)
 }
 
-// Install provides agent. With an existing launcher and no Reinstall it
+// Install provides agent. With a usable launcher and no Reinstall it
 // changes nothing and answers already_installed. Errors are install_failed
 // (with the failing step and its stderr tail in details) or, for an agent
-// that neither we nor the registry know, unsupported_agent.
+// that neither we nor the registry know, unsupported_agent. Callers go
+// through Agents.Install, which answers for the built-in mock.
 func (in *Installer) Install(ctx context.Context, agent string, opts domain.InstallOptions) (domain.InstallResult, error) {
 	if !domain.ValidAgentID(agent) {
 		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
-	}
-	if agent == domain.MockAgent {
-		l := in.lock(agent)
-		l.Lock()
-		defer l.Unlock()
-		return in.installMock(ctx, opts)
 	}
 	l := in.lock(agent)
 	l.Lock()
@@ -235,10 +212,7 @@ func (in *Installer) Install(ctx context.Context, agent string, opts domain.Inst
 	reg, err := in.registry(ctx, opts.Reinstall, false)
 	if err != nil {
 		if !known {
-			e := domain.UnsupportedAgent(agent)
-			e.Details = map[string]any{"message": "not a known agent, and the ACP registry could not be read: " + err.Error()}
-			e.Err = err
-			return domain.InstallResult{}, e
+			return domain.InstallResult{}, registryUnreadable(agent, err)
 		}
 		return domain.InstallResult{}, stepFailed(agent, "fetch registry", err)
 	}
@@ -250,28 +224,6 @@ func (in *Installer) Install(ctx context.Context, agent string, opts domain.Inst
 		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
 	return in.execute(ctx, agent, recipe, plan, opts)
-}
-
-// installMock installs the built-in mock as the reference does: a launcher
-// that runs this binary's mock-agent-process, so listing and install agree
-// (installed after it, already_installed on the next call). Without SelfExe
-// (tests of other paths) the mock needs nothing on disk.
-func (in *Installer) installMock(ctx context.Context, opts domain.InstallOptions) (domain.InstallResult, error) {
-	launcher := in.LauncherPath(domain.MockAgent)
-	if in.SelfExe == "" || (!opts.Reinstall && isFile(in.Fs, launcher)) {
-		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
-	}
-	if err := in.Fs.MkdirAll(filepath.Dir(launcher), 0o755); err != nil {
-		return domain.InstallResult{}, stepFailed(domain.MockAgent, "write launcher", err)
-	}
-	plan := installPlan{source: domain.SourceBuiltin, version: "builtin"}
-	cmd := launchCommand{path: in.SelfExe, args: []string{"mock-agent-process"}}
-	if err := in.writeLauncher(ctx, domain.MockAgent, launcher, cmd, plan); err != nil {
-		return domain.InstallResult{}, err
-	}
-	return domain.InstallResult{Artifacts: []domain.Artifact{{
-		Kind: domain.ArtifactAgentProcess, Path: launcher, Source: domain.SourceBuiltin, Version: "builtin",
-	}}}, nil
 }
 
 // installPlan is the chosen way to get the agent process.
@@ -377,7 +329,7 @@ func (in *Installer) execute(ctx context.Context, agent string, recipe domain.Ag
 		cmd.env[recipe.Native.EnvVar] = native.Path
 	}
 
-	launcher := in.LauncherPath(agent)
+	launcher := launcherPath(in.Dir, agent)
 	if err := in.writeLauncher(ctx, agent, launcher, cmd, p); err != nil {
 		return res, err
 	}

@@ -60,7 +60,6 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *agents.In
 		Downloader:  reg,
 		Packages:    &npm.Installer{},
 		Commands:    &npm.Commands{},
-		SelfExe:     selfExe(),
 		RegistryURL: url,
 		Platform:    domain.PlatformKey(runtime.GOOS, runtime.GOARCH),
 		LookPath:    lookPath,
@@ -73,6 +72,7 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *agents.In
 // wireInstaller gives the daemon's agent resolver lazy installs.
 func wireInstaller(a *agents.Agents, log *slog.Logger) {
 	a.Installer = newInstaller(log, nil)
+	a.Logger = log
 	a.LookPath = lookPath
 	a.RequirePreinstall = truthy(os.Getenv("SANDBOX_AGENT_REQUIRE_PREINSTALL"))
 }
@@ -181,10 +181,4 @@ func describeInstallError(err error) string {
 		msg += ": " + m
 	}
 	return msg
-}
-
-// selfExe is this binary's path ("" if the OS cannot tell).
-func selfExe() string {
-	p, _ := os.Executable()
-	return p
 }

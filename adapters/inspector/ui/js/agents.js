@@ -66,20 +66,28 @@ function row(a) {
   const total = a.capabilities ? Object.keys(a.capabilities).length : 0;
   let status = installing.get(a.id);
   if (!status) { status = h("div.install-status"); installing.set(a.id, status); }
-  const btn = h("button", { "data-agent": a.id, class: "install" }, a.installed ? "Reinstall" : "Install");
-  btn.addEventListener("click", () => install(a.id, !!a.installed, btn, status));
+  // The built-in mock (version "builtin", no install path) is part of the
+  // daemon: nothing to install.
+  const builtin = a.installed && a.version === "builtin" && !a.path;
+  let btn = null;
+  if (!builtin) {
+    btn = h("button", { "data-agent": a.id, class: "install" }, a.installed ? "Reinstall" : "Install");
+    btn.addEventListener("click", () => install(a.id, !!a.installed, btn, status));
+  }
   return h("tr", { "data-agent": a.id },
     h("td", h("strong", a.id)),
-    h("td", yesNo(a.installed)),
+    h("td", builtin ? h("span.badge.ok.builtin", { title: "part of the daemon; needs no install" }, "built in") : yesNo(a.installed)),
     h("td", yesNo(a.credentialsAvailable)),
     h("td", a.version || h("span.muted", "—")),
     a.path ? h("td.path", a.path) : h("td", h("span.muted", "—")),
     h("td", a.serverStatus && a.serverStatus.status === "running"
       ? h("span.badge.ok", `running ${fmtDuration(a.serverStatus.uptimeMs)}`) : h("span.muted", "—")),
-    h("td", caps ? h("details.caps", h("summary", `${caps.length}/${total}`), h("div.chips", caps.map((c) => h("span.chip", c)))) : h("span.muted", "—"),
-      a.configError ? h("div.error.small", a.configError) : null),
+    h("td", caps ? h("details.caps", h("summary", `${caps.length}/${total}`), h("div.chips", caps.map((c) => h("span.chip", c)))) : h("span.muted", "—")),
     h("td", options(a.configOptions)),
-    h("td.actions", btn, status));
+    h("td.actions", btn, status,
+      // configError: what is wrong with the agent's setup, e.g. a launcher
+      // whose program is gone.
+      a.configError ? h("div.error.small.config-error", a.configError) : null));
 }
 
 // options shows the agent's session config options (model, mode, ...) with
