@@ -12,13 +12,7 @@ import (
 // e2e/artifacts/ui-*.png.
 func TestUI(t *testing.T) {
 	browser := requireChromium(t)
-	artifacts, err := filepath.Abs("artifacts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(artifacts, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	artifacts := artifactsDir(t)
 	run := func(t *testing.T, scenario string, args ...string) {
 		d := startDaemon(t, daemonOpts{Args: args})
 		env := []string{"BASE_URL=" + d.URL, "SCENARIO=" + scenario, "CHROMIUM=" + browser, "ARTIFACTS=" + artifacts}
@@ -45,13 +39,20 @@ func TestUI(t *testing.T) {
 // inspector links to them. Screenshot: e2e/artifacts/docs.png.
 func TestDocsOffline(t *testing.T) {
 	browser := requireChromium(t)
-	artifacts, err := filepath.Abs("artifacts")
+	artifacts := artifactsDir(t)
+	d := startDaemon(t, daemonOpts{})
+	runNode(t, "docs.mjs", 120*time.Second, "BASE_URL="+d.URL, "CHROMIUM="+browser, "ARTIFACTS="+artifacts)
+}
+
+// artifactsDir is e2e/artifacts, where browser tests leave screenshots.
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("artifacts")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, daemonOpts{})
-	runNode(t, "docs.mjs", 120*time.Second, "BASE_URL="+d.URL, "CHROMIUM="+browser, "ARTIFACTS="+artifacts)
+	return dir
 }

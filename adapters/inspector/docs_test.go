@@ -11,13 +11,7 @@ import (
 
 func serveDocs(t *testing.T, target string, hdr ...string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, "http://daemon"+target, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	rec := httptest.NewRecorder()
-	Docs().ServeHTTP(rec, req)
-	return rec
+	return serveWith(t, Docs(), http.MethodGet, target, hdr...)
 }
 
 // TestDocsPage: /docs is a page with the strict CSP that loads only files

@@ -10,12 +10,18 @@ import (
 
 func serve(t *testing.T, method, target string, hdr ...string) *httptest.ResponseRecorder {
 	t.Helper()
+	return serveWith(t, Handler(), method, target, hdr...)
+}
+
+// serveWith sends one request to h; hdr are header name/value pairs.
+func serveWith(t *testing.T, h http.Handler, method, target string, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
 	req := httptest.NewRequest(method, "http://daemon"+target, nil)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	rec := httptest.NewRecorder()
-	Handler().ServeHTTP(rec, req)
+	h.ServeHTTP(rec, req)
 	return rec
 }
 
