@@ -45,7 +45,7 @@ func requireChromium(t *testing.T) string {
 	chromiumOnce.Do(func() { chromiumPath, chromiumErr = unpackChromium() })
 	if chromiumErr != nil {
 		t.Fatalf("the browser tests need Chromium: Debian's is not installed and the one in the npm package @sparticuz/chromium "+
-			"could not be unpacked: %v\nFix: (cd e2e && npm ci), or apt-get install chromium, or set CHROMIUM to a Chromium binary.", chromiumErr)
+			"could not be unpacked.\nFix: (cd e2e && rm -rf node_modules && npm ci), or apt-get install chromium, or set CHROMIUM to a Chromium binary.\n%v", chromiumErr)
 	}
 	return chromiumPath
 }
