@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -88,9 +89,28 @@ type Resolution struct {
 // LauncherPath is where the launcher of agent lives.
 func (a *Agents) LauncherPath(agent string) string { return launcherPath(a.InstallDir, agent) }
 
-// launcherPath is the one place the launcher layout is spelled.
+// launcherPath and launcherIDs are the one place the launcher layout is
+// spelled: <dir>/agent_processes/<agent>-acp.
 func launcherPath(dir, agent string) string {
-	return filepath.Join(dir, "agent_processes", agent+"-acp")
+	return filepath.Join(launcherDir(dir), agent+"-acp")
+}
+
+func launcherDir(dir string) string { return filepath.Join(dir, "agent_processes") }
+
+// launcherIDs lists the agents with a launcher file, sorted by id.
+func (a *Agents) launcherIDs() []string {
+	entries, err := afero.ReadDir(a.Fs, launcherDir(a.InstallDir)) // sorted by name
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), "-acp"); ok && !e.IsDir() && domain.ValidAgentID(id) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // resolve walks steps 1-4 of the order. It is the only place that knows

@@ -5,12 +5,9 @@ import (
 	_ "embed"
 	"encoding/json"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -81,18 +78,12 @@ func (c *Catalog) List(ctx context.Context, q CatalogQuery) []domain.AgentInfo {
 			seen[op.ID] = true
 		}
 	}
-	var extra []string
-	if entries, err := afero.ReadDir(c.Agents.Fs, filepath.Join(c.Agents.InstallDir, "agent_processes")); err == nil {
-		for _, e := range entries {
-			id, ok := strings.CutSuffix(e.Name(), "-acp")
-			if ok && !e.IsDir() && domain.ValidAgentID(id) && !seen[id] {
-				extra = append(extra, id)
-				seen[id] = true
-			}
+	for _, id := range c.Agents.launcherIDs() {
+		if !seen[id] {
+			ids = append(ids, id)
+			seen[id] = true
 		}
 	}
-	sort.Strings(extra)
-	ids = append(ids, extra...)
 	running := c.running()
 	out := make([]domain.AgentInfo, 0, len(ids))
 	for _, id := range ids {

@@ -273,7 +273,7 @@ func (in *Installer) plan(agent string, recipe domain.AgentRecipe, reg domain.Re
 // then the agent process, its launcher, verification and the manifest.
 func (in *Installer) execute(ctx context.Context, agent string, recipe domain.AgentRecipe, p installPlan, opts domain.InstallOptions) (domain.InstallResult, error) {
 	res := domain.InstallResult{Artifacts: []domain.Artifact{}}
-	if err := in.Fs.MkdirAll(filepath.Join(in.Dir, "agent_processes"), 0o755); err != nil {
+	if err := in.Fs.MkdirAll(launcherDir(in.Dir), 0o755); err != nil {
 		return res, stepFailed(agent, "create install directory", err)
 	}
 	var native *domain.Artifact
