@@ -142,6 +142,19 @@ func (a *Agents) resolve(agent string) Resolution {
 	return r
 }
 
+// CheckLaunchers resolves every agent that has a launcher file, so that a
+// broken one is logged when the daemon starts rather than on first use.
+// It returns the ids of the broken ones.
+func (a *Agents) CheckLaunchers() []string {
+	var broken []string
+	for _, id := range a.launcherIDs() {
+		if a.resolve(id).Broken != "" {
+			broken = append(broken, id)
+		}
+	}
+	return broken
+}
+
 func (a *Agents) warnBroken(launcher, why string) {
 	if a.Logger == nil {
 		return

@@ -175,6 +175,9 @@ func TestBrokenLauncher(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if got := a.CheckLaunchers(); len(got) != 2 || got[0] != "claude" || got[1] != "mock" {
+		t.Errorf("CheckLaunchers = %v", got)
+	}
 	res := a.resolve("mock")
 	if !res.Runnable || res.Spec.Source != "builtin" || !strings.Contains(res.Broken, "/tmp/go-build1/b001/exe/sandbox-agent, which no longer exists") {
 		t.Fatalf("mock with a stale launcher = %+v", res)

@@ -73,6 +73,7 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *agents.In
 func wireInstaller(a *agents.Agents, log *slog.Logger) {
 	a.Installer = newInstaller(log, nil)
 	a.Logger = log
+	a.CheckLaunchers() // logs launchers whose program is gone
 	a.LookPath = lookPath
 	a.RequirePreinstall = truthy(os.Getenv("SANDBOX_AGENT_REQUIRE_PREINSTALL"))
 }
