@@ -124,11 +124,8 @@ func runInstallAgent(ctx context.Context, f installFlags, pos []string, stdout, 
 	var ids []string
 	switch {
 	case f.all && len(pos) == 0:
-		for _, id := range domain.KnownAgents {
-			if id != domain.MockAgent {
-				ids = append(ids, id)
-			}
-		}
+		// The built-in mock is among them; its install is a no-op.
+		ids = append([]string(nil), domain.KnownAgents...)
 	case !f.all && len(pos) == 1:
 		ids = pos
 	case f.all:
