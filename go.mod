@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/coder/acp-go-sdk v0.13.0
+	github.com/coder/websocket v1.8.15
+	github.com/creack/pty v1.1.24
 	github.com/danielgtaylor/huma/v2 v2.37.2
 	github.com/lmittmann/tint v1.1.3
 	github.com/spf13/afero v1.15.0
@@ -11,10 +13,10 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/swaggest/swgui v1.8.5
 	github.com/tetratelabs/wazero v1.11.0
+	golang.org/x/sys v0.41.0
 )
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 )

@@ -26,6 +26,11 @@ const (
 	KindAgentProcessExited Kind = "agent_process_exited"
 	KindStreamError        Kind = "stream_error"
 	KindTimeout            Kind = "timeout"
+	// KindNotFound is an unknown resource other than an ACP server (a
+	// process); the SDK's error types name it.
+	KindNotFound Kind = "not_found"
+	// KindTooManyRequests is a cap on live things reached (processes).
+	KindTooManyRequests Kind = "too_many_requests"
 )
 
 // Error is an error with a kind the client may see. Msg is the part after

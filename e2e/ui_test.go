@@ -31,6 +31,9 @@ func TestUI(t *testing.T) {
 	t.Run("agents", func(t *testing.T) { run(t, "agents", "--token", "ui-t0ken") })
 	t.Run("files", func(t *testing.T) { run(t, "files") })
 	t.Run("config", func(t *testing.T) { run(t, "config") })
+	// Processes run with a token: the terminal WebSocket carries it as the
+	// access_token query parameter, as browsers cannot set headers on one.
+	t.Run("processes", func(t *testing.T) { run(t, "processes", "--token", "ui-pr0c") })
 }
 
 // TestDocsOffline opens /docs with every non-loopback request blocked and

@@ -1,7 +1,9 @@
 // Package ports holds the interfaces the app packages need from the world
 // they do not control: agent processes (AgentRunner, AgentProcess; used by
-// app/acp), the ACP registry, downloads, npm packages and short-lived
-// commands for installs and version probes (Registry, Downloader,
+// app/acp), the user's processes on pipes or a terminal (ProcessStarter,
+// Process, ProcessIO; used by app/processes), the ACP registry, downloads,
+// npm packages and short-lived commands for installs and version probes
+// (Registry, Downloader,
 // PackageInstaller, Commands; used by app/agents), and untrusted policy code
 // (Authorizer; implemented by extensions/wasmpolicy, consulted today by
 // adapters/httpapi). Each is written from the consumer's side, small and

@@ -65,6 +65,13 @@ func authRequest(r *http.Request, method, route, opID string) domain.AuthRequest
 	if r.Host != "" {
 		headers["host"] = []string{r.Host}
 	}
+	// The terminal socket's token may come as ?access_token=; policies see
+	// it where they look for a bearer token.
+	if _, ok := headers["authorization"]; !ok {
+		if a := presentedAuthorization(r); a != "" {
+			headers["authorization"] = []string{a}
+		}
+	}
 	var query map[string][]string
 	if r.URL.RawQuery != "" {
 		query = r.URL.Query()

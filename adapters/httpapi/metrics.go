@@ -243,6 +243,9 @@ func metricsHandler(cfg *Config, m *httpMetrics) http.Handler {
 			snap = cfg.Instances.Metrics()
 		}
 		writeMetrics(bw, snap, m)
+		if cfg.Processes != nil {
+			writeProcessMetrics(expo{bw}, cfg.Processes.Metrics())
+		}
 		_ = bw.Flush()
 	})
 }

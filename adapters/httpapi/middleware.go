@@ -65,7 +65,7 @@ func bearerAuth(next http.Handler, token string) http.Handler {
 	want := sha256.Sum256([]byte("Bearer " + token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
-			got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+			got := sha256.Sum256([]byte(presentedAuthorization(r)))
 			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 				msg := "missing or invalid bearer token"
 				p := problemFor(r.Context(), &domain.Error{Kind: domain.KindTokenInvalid, Details: map[string]any{"message": msg}})

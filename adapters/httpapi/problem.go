@@ -61,6 +61,8 @@ var kindInfo = map[domain.Kind]struct {
 	domain.KindAgentProcessExited: {500, "Agent Process Exited", "agent process exited"},
 	domain.KindStreamError:        {502, "Stream Error", "stream error"},
 	domain.KindTimeout:            {504, "Timeout", "timeout"},
+	domain.KindNotFound:           {404, "Not Found", "not found"},
+	domain.KindTooManyRequests:    {429, "Too Many Requests", "too many requests"},
 }
 
 // Kinds whose detail is only the prefix, with the message in details.message.

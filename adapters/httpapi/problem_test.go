@@ -54,6 +54,10 @@ func TestProblemForKinds(t *testing.T) {
 			`{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: failed to start agent process: x","details":{"message":"failed to start agent process: x"}}`},
 		{&domain.Error{Kind: domain.KindTimeout, Details: map[string]any{"message": "timed out waiting for agent response"}}, 504, "Timeout",
 			`{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`},
+		{&domain.Error{Kind: domain.KindNotFound, Msg: "process proc_7"}, 404, "Not Found",
+			`{"type":"urn:sandbox-agent:error:not_found","title":"Not Found","status":404,"detail":"not found: process proc_7"}`},
+		{&domain.Error{Kind: domain.KindTooManyRequests, Msg: "64 processes are alive", Details: map[string]any{"limit": 64}}, 429, "Too Many Requests",
+			`{"type":"urn:sandbox-agent:error:too_many_requests","title":"Too Many Requests","status":429,"detail":"too many requests: 64 processes are alive","details":{"limit":64}}`},
 	}
 	seen := map[domain.Kind]bool{}
 	for _, tt := range tests {
@@ -75,8 +79,9 @@ func TestProblemForKinds(t *testing.T) {
 			}
 		})
 	}
-	if len(seen) != 14 || len(kindInfo) != 14 {
-		t.Errorf("table covers %d kinds, kindInfo has %d; api.md has 14", len(seen), len(kindInfo))
+	// api.md's 14, plus not_found and too_many_requests of the processes API.
+	if len(seen) != 16 || len(kindInfo) != 16 {
+		t.Errorf("table covers %d kinds, kindInfo has %d; want 16", len(seen), len(kindInfo))
 	}
 	for k := range kindInfo {
 		if !seen[k] {

@@ -11,6 +11,7 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
+	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
@@ -51,6 +52,9 @@ type Config struct {
 	// Authorizer, when set, decides every /v1 request after the bearer
 	// check (auth policies); see authz.go.
 	Authorizer ports.Authorizer
+
+	// Processes, when set, serves /v1/processes/*; see processes.go.
+	Processes *processes.Service
 
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
@@ -104,6 +108,9 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 	if cfg.Config != nil {
 		registerConfig(api, cfg)
 	}
+	if cfg.Processes != nil {
+		registerProcesses(api, cfg)
+	}
 	if cfg.UI != nil {
 		mux.Handle("GET /ui/", cfg.UI)
 		mux.Handle("GET /ui", cfg.UI)
@@ -120,6 +127,7 @@ func OpenAPI(version string) *huma.OpenAPI {
 	cfg := Config{Version: version}
 	cfg.Catalog = &agents.Catalog{} // documents /v1/agents; never called
 	cfg.Files, cfg.Config = &files.Files{}, &files.ConfigStore{}
+	cfg.Processes = &processes.Service{} // documents /v1/processes; never called
 	cfg.fill()
 	return register(http.NewServeMux(), &cfg).OpenAPI()
 }

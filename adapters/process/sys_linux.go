@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 func sysProcAttr() *syscall.SysProcAttr {
@@ -39,4 +41,16 @@ func groupHasLiveMember(pgid int) bool {
 		}
 	}
 	return false
+}
+
+// waitExited blocks until process pid has exited, without reaping it: a
+// zombie keeps its pid, so its process group id cannot be reused meanwhile.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }

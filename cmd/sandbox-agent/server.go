@@ -80,6 +80,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeFs()
+	procSvc := newProcesses(f, files, log)
 
 	authz, stopPolicies, err := startPolicies(ctx, f.policy, log)
 	if err != nil {
@@ -101,6 +102,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		Docs:       inspector.Docs(),
 		Catalog:    newCatalog(agents, instances),
 		Authorizer: authz,
+		Processes:  procSvc,
 
 		MetricsPublic:      f.metricsPublic,
 		StreamWriteTimeout: f.streamWrite,
@@ -131,11 +133,19 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- instances.Close(sctx) }()
+	procsStopped := make(chan struct{})
+	go func() {
+		pctx, cancel := context.WithTimeout(sctx, f.stopGrace)
+		defer cancel()
+		stopProcesses(pctx, procSvc, log)
+		close(procsStopped)
+	}()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
 	if err := <-stopped; err != nil {
 		log.Warn("stopping agents", "err", err)
 	}
+	<-procsStopped
 	// Every agent is gone and every stream has ended, except one stuck
 	// writing to a peer that reads nothing: give in-flight answers a
 	// moment, then cut what is left instead of waiting for the deadline.

@@ -1,6 +1,6 @@
 // Drives the inspector (/ui/) in headless Chromium with playwright-core, as
 // a person would. Env: BASE_URL, TOKEN (optional), SCENARIO (sessions |
-// agents | files | config), CHROMIUM (browser path; see browser.mjs), ARTIFACTS (directory
+// agents | files | config | processes), CHROMIUM (browser path; see browser.mjs), ARTIFACTS (directory
 // for screenshots). Exits non-zero on any failed expectation.
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -307,6 +307,53 @@ async function config() {
   assert.equal((await api("GET", `/v1/config/mcp?directory=${encodeURIComponent(dir)}&mcpName=everything`)).status, 404);
 }
 
+async function processes() {
+  step("run a command and see its output");
+  await openUI("/ui/processes");
+  await page.fill("#proc-command", "echo hello-from-ui; echo oops >&2; exit 4");
+  await page.click("#proc-run");
+  await page.locator("#run-output pre.stdout", { hasText: "hello-from-ui" }).waitFor();
+  await page.locator("#run-output pre.stderr", { hasText: "oops" }).waitFor();
+  await page.locator("#run-output .exit", { hasText: "exit 4" }).waitFor();
+
+  step("start a process, follow its logs, send input, stop it");
+  await page.fill("#proc-command", "cat");
+  await page.click("#proc-start");
+  const row = page.locator("tr[data-status=running]").first();
+  await row.waitFor();
+  const catID = await row.getAttribute("data-id");
+  await page.locator(".stream-state", { hasText: "live" }).waitFor();
+  await page.fill("#proc-input", "typed-into-cat");
+  await page.press("#proc-input", "Enter");
+  await page.locator("#proc-logs", { hasText: "typed-into-cat" }).waitFor();
+  await row.locator("button[data-action=stop]").click();
+  await page.locator(`tr[data-id=${catID}][data-status=exited]`).waitFor();
+  assert.equal((await api("GET", `/v1/processes/${catID}`)).json().status, "exited");
+
+  step("a shell on a terminal over the WebSocket");
+  await page.fill("#proc-command", "sh");
+  await page.check("#proc-tty");
+  await page.click("#proc-start");
+  await page.locator(".term-state", { hasText: "ready" }).waitFor();
+  await page.click("#proc-terminal");
+  await page.keyboard.type("echo term-$((40+2))");
+  await page.keyboard.press("Enter");
+  await page.locator("#proc-terminal", { hasText: "term-42" }).waitFor();
+  await shot("processes");
+  await page.keyboard.type("exit 3");
+  await page.keyboard.press("Enter");
+  await page.locator(".term-state", { hasText: "exited with 3" }).waitFor();
+
+  step("delete the exited processes");
+  for (const id of (await api("GET", "/v1/processes")).json().processes.map((p) => p.id)) {
+    await page.click("button:has-text('Refresh')");
+    await page.locator(`tr[data-id=${id}] button[data-action=delete]`).click();
+    await page.locator(`tr[data-id=${id}]`).waitFor({ state: "detached" });
+  }
+  assert.equal((await api("GET", "/v1/processes")).json().processes.length, 0);
+}
+
+
 // requireRoute fails at once, saying why, when the daemon lacks a route
 // family the scenario needs (rather than timing out in the page).
 async function requireRoute(path, what) {
@@ -318,13 +365,14 @@ async function requireRoute(path, what) {
 
 const needs = {
   files: () => requireRoute("/v1/fs/stat?path=.", "the file routes /v1/fs/*"),
+  processes: () => requireRoute("/v1/processes", "the process routes /v1/processes/*"),
   config: async () => {
     await requireRoute("/v1/fs/stat?path=.", "the file routes /v1/fs/*");
     await requireRoute("/v1/config/mcp?directory=.&mcpName=probe", "the config routes /v1/config/*");
   },
 };
 
-const scenarios = { sessions, agents, files, config };
+const scenarios = { sessions, agents, files, config, processes };
 let failed = null;
 try {
   await needs[scenario]?.();

@@ -1,5 +1,6 @@
 // Entry point: the top bar (sections, token, daemon health) and the
-// client-side routes /ui/sessions, /ui/agents, /ui/files, /ui/config.
+// client-side routes /ui/sessions, /ui/agents, /ui/files, /ui/config,
+// /ui/processes.
 
 import { getJSON, getToken, initFromURL, onUnauthorized, setToken } from "./api.js";
 import { replace } from "./dom.js";
@@ -7,8 +8,9 @@ import * as agents from "./agents.js";
 import * as sessions from "./sessions.js";
 import * as files from "./files.js";
 import * as config from "./config.js";
+import * as processes from "./processes.js";
 
-const views = { sessions, agents, files, config };
+const views = { sessions, agents, files, config, processes };
 const mounted = new Set();
 let current = null;
 

@@ -4,7 +4,8 @@
 //
 // A request with one of these tokens may read anything (GET, HEAD) and talk
 // to agents (POST /v1/acp/{id}), but may not write or delete files or
-// config, install agents, or stop agent instances: every other method is
+// config, install agents, stop agent instances, or start, signal or write
+// to processes (the terminal socket included): every other method is
 // answered 403. Requests with other tokens are left to the bearer check and
 // the other policies.
 //
@@ -43,6 +44,11 @@ func (p *policy) Configure(config []byte) error {
 func (p *policy) Authorize(req *guest.Request) domain.Decision {
 	if !p.readOnly[req.Bearer()] {
 		return guest.Allow()
+	}
+	// A process's terminal socket is opened with GET but writes to the
+	// process: not for read-only tokens. Its logs and listings are.
+	if req.OperationID() == "get_v1_process_terminal_ws" {
+		return guest.Deny(403, "read-only token: a process terminal is not allowed")
 	}
 	switch req.Method() {
 	case "GET", "HEAD", "OPTIONS":

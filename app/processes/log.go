@@ -1,0 +1,180 @@
+package processes
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// chunkOverhead is what one kept chunk is charged on top of its bytes: its
+// header in the ring and the framing of its entry, so a flood of one-byte
+// reads cannot hold unbounded memory.
+const chunkOverhead = 64
+
+// outputLog is a process's output: the most recent chunks up to a byte
+// budget, each with the next sequence number. Readers keep their own
+// position (the last sequence they read) and read after it; there is no
+// per-reader state here, so appending never waits for a reader, and a
+// reader that falls behind the budget learns of it through a gap.
+//
+// The same idea as the ACP replay buffer (app/acp), without its flush
+// barrier, which a process's output does not need.
+type outputLog struct {
+	mu     sync.Mutex
+	ring   []Chunk // ring[head:] are kept, oldest first
+	head   int
+	bytes  int64
+	max    int64
+	next   uint64        // sequence of the next chunk
+	wake   chan struct{} // closed on append or close; nil when nobody waits
+	closed bool
+	gaps   atomic.Uint64
+}
+
+func newOutputLog(maxBytes int64) *outputLog {
+	return &outputLog{max: maxBytes, next: 1}
+}
+
+// append adds c (its Seq is assigned) and wakes readers. Chunks are
+// immutable once appended; readers share them.
+func (l *outputLog) append(c Chunk) {
+	l.mu.Lock()
+	c.Seq = l.next
+	l.next++
+	l.ring = append(l.ring, c)
+	l.bytes += int64(len(c.Data)) + chunkOverhead
+	for l.bytes > l.max && len(l.ring)-l.head > 1 {
+		old := &l.ring[l.head]
+		l.bytes -= int64(len(old.Data)) + chunkOverhead
+		*old = Chunk{}
+		l.head++
+	}
+	// Compact once the dead prefix dominates: amortised O(1) per append.
+	if l.head > 1024 && l.head > len(l.ring)/2 {
+		n := copy(l.ring, l.ring[l.head:])
+		clear(l.ring[n:])
+		l.ring = l.ring[:n]
+		l.head = 0
+	}
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	l.mu.Unlock()
+}
+
+// close ends every reader (the process was deleted).
+func (l *outputLog) close() {
+	l.mu.Lock()
+	l.closed = true
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	l.mu.Unlock()
+}
+
+func (l *outputLog) size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
+}
+
+// errLogClosed is returned once the log is closed.
+var errLogClosed = errors.New("process log closed")
+
+// read appends to buf up to max chunks with a sequence greater than after.
+// When after's successor was evicted it returns only a gap (the caller
+// continues after gap.OldestAvailable-1). With nothing to read it returns
+// a channel closed by the next append or close.
+func (l *outputLog) read(after uint64, buf []Chunk, max int) ([]Chunk, *domain.ProcessLogGap, <-chan struct{}, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return buf, nil, nil, errLogClosed
+	}
+	oldest := l.next
+	if len(l.ring) > l.head {
+		oldest = l.ring[l.head].Seq
+	}
+	if after+1 < oldest {
+		l.gaps.Add(1)
+		return buf, &domain.ProcessLogGap{LastSequence: after, OldestAvailable: oldest}, nil, nil
+	}
+	if after+1 < l.next {
+		for i := l.head + int(after+1-oldest); i < len(l.ring) && len(buf) < max; i++ {
+			buf = append(buf, l.ring[i])
+		}
+		return buf, nil, nil, nil
+	}
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	return buf, nil, l.wake, nil
+}
+
+// start is the sequence a reader without a position starts after.
+func (l *outputLog) start() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ring) > l.head {
+		return l.ring[l.head].Seq - 1
+	}
+	return l.next - 1
+}
+
+// cursor is one reader's position in a log; owned by one goroutine.
+type cursor struct {
+	log   *outputLog
+	after uint64
+}
+
+// cursorAfter starts a reader after sequence *after, or before the oldest
+// kept chunk when after is nil; a position beyond the newest chunk starts
+// with the next one.
+func (l *outputLog) cursorAfter(after *uint64) *cursor {
+	c := &cursor{log: l, after: l.start()}
+	if after != nil {
+		l.mu.Lock()
+		c.after = min(*after, l.next-1)
+		l.mu.Unlock()
+	}
+	return c
+}
+
+// next returns the chunks after the cursor (up to max), a gap alone, or,
+// waiting up to idle for one, nothing (idle passed). It fails with
+// errLogClosed, or ctx's error once nothing is left to read.
+func (c *cursor) next(ctx context.Context, buf []Chunk, max int, idle time.Duration) ([]Chunk, *domain.ProcessLogGap, error) {
+	var timer *time.Timer
+	for {
+		out, gap, wake, err := c.log.read(c.after, buf, max)
+		switch {
+		case err != nil:
+			return out, nil, err
+		case gap != nil:
+			c.after = gap.OldestAvailable - 1
+			return out, gap, nil
+		case len(out) > 0:
+			c.after = out[len(out)-1].Seq
+			return out, nil, nil
+		}
+		if ctx.Err() != nil {
+			return out, nil, ctx.Err()
+		}
+		if timer == nil {
+			timer = time.NewTimer(idle)
+			defer timer.Stop()
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return out, nil, nil
+		case <-ctx.Done():
+		}
+	}
+}
