@@ -470,6 +470,12 @@ func TestProcessesLifecycle(t *testing.T) {
 			t.Errorf("%s %s %s: %d %s %s", tc.method, tc.path, tc.body, st, h.Get("Content-Type"), b)
 		}
 	}
+	// A process gets stdin, stdout and stderr, and no other descriptor of
+	// the daemon's (not even those the daemon inherited).
+	st, _, b = d.do("POST", "/v1/processes/run", []byte(`{"command":"sh","args":["-c","exec ls /proc/self/fd"]}`), auth...)
+	if st != 200 || !strings.Contains(string(b), `"stdout":"0\n1\n2\n3\n"`) {
+		t.Errorf("descriptors of a process (3 is ls's own): %d %s", st, b)
+	}
 	// The environment holds none of the daemon's secrets.
 	st, _, b = d.do("POST", "/v1/processes/run", []byte(`{"command":"env"}`), auth...)
 	if st != 200 || strings.Contains(string(b), "COPY_OF_TOKEN") || strings.Contains(string(b), "SANDBOX_AGENT_TOKEN") || !strings.Contains(string(b), "PATH=") {

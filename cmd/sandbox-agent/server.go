@@ -57,6 +57,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return usagef("%v", err)
 	}
 	slog.SetDefault(log)
+	closeInheritedOnExec()
 	procs := sizeScheduler()
 
 	cors := httpapi.CORS{Origins: f.corsOrigins, Methods: f.corsMethods, Headers: f.corsHdr, Credentials: f.corsCreds}
