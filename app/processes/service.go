@@ -33,6 +33,9 @@ type Options struct {
 	// MaxExited bounds the exited processes kept for listing and logs; the
 	// oldest exited one is forgotten past it (256).
 	MaxExited int
+	// MaxExitedLogBytes bounds the output kept for exited processes
+	// altogether; the oldest exited ones are forgotten past it (256 MiB).
+	MaxExitedLogBytes int64
 	// DrainGrace bounds how long output readers may take to reach the end
 	// of a process's output once its group is gone (1 s). Only a process
 	// that left the group (setsid) and kept the pipes open needs it.
@@ -46,7 +49,7 @@ func DefaultCeiling() domain.ProcessConfig {
 		DefaultRunTimeoutMs:     24 * 3600 * 1000,
 		MaxRunTimeoutMs:         24 * 3600 * 1000,
 		MaxOutputBytes:          64 << 20,
-		MaxLogBytesPerProcess:   256 << 20,
+		MaxLogBytesPerProcess:   64 << 20,
 		MaxInputBytesPerRequest: 16 << 20,
 	}
 }
@@ -86,6 +89,9 @@ func New(starter ports.ProcessStarter, opts Options) *Service {
 	}
 	if opts.MaxExited <= 0 {
 		opts.MaxExited = 256
+	}
+	if opts.MaxExitedLogBytes <= 0 {
+		opts.MaxExitedLogBytes = 256 << 20
 	}
 	if opts.DrainGrace <= 0 {
 		opts.DrainGrace = time.Second
@@ -238,10 +244,17 @@ func (s *Service) supervise(pr *proc) {
 	if s.procs[pr.id] == pr { // not deleted in the meantime
 		s.exited = append(s.exited, pr.id)
 	}
-	for len(s.exited) > s.opts.MaxExited {
+	var held int64
+	for _, id := range s.exited {
+		if o := s.procs[id]; o != nil {
+			held += o.log.size()
+		}
+	}
+	for len(s.exited) > s.opts.MaxExited || (held > s.opts.MaxExitedLogBytes && len(s.exited) > 0) {
 		old := s.exited[0]
 		s.exited = s.exited[1:]
 		if o := s.procs[old]; o != nil {
+			held -= o.log.size()
 			delete(s.procs, old)
 			o.log.close()
 		}

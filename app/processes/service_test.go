@@ -211,8 +211,8 @@ func TestInvalidRequests(t *testing.T) {
 	if m := s.Metrics(); m.SpawnFailures != 1 || m.Running != 1 {
 		t.Errorf("metrics %+v", m)
 	}
-	if s.live != 1 {
-		t.Errorf("live = %d after failures, want 1", s.live)
+	if m := s.Metrics(); m.RunsActive != 0 || m.Running != 1 {
+		t.Errorf("after failures: %+v, want one running process and nothing else", m)
 	}
 }
 
@@ -273,6 +273,33 @@ func TestLogGapAndFollowerEnd(t *testing.T) {
 	}
 	if ex := f.Exit(); ex.ExitCode == nil || *ex.ExitCode != 3 {
 		t.Errorf("exit %+v", ex)
+	}
+}
+
+// Exited processes holding more output than MaxExitedLogBytes are
+// forgotten, oldest first.
+func TestMaxExitedLogBytes(t *testing.T) {
+	s := New(&porttest.FakeStarter{Program: func(_ domain.ProcessSpec, p *porttest.FakeUserProcess) {
+		io.WriteString(p.Out, strings.Repeat("x", 1000))
+		p.Exit(porttest.ExitCode(0))
+	}}, Options{MaxExitedLogBytes: 2500})
+	var ids []string
+	for i := 0; i < 3; i++ {
+		info, err := s.Create(context.Background(), domain.ProcessCreateRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, s, info.ID)
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if m := s.Metrics(); m.Running == 0 && m.RunsActive == 0 {
+				break
+			}
+		}
+		ids = append(ids, info.ID)
+	}
+	list := s.List("")
+	if len(list) != 2 || list[0].ID != ids[1] {
+		t.Errorf("list %+v, want the two newest (3 x 1064 bytes > 2500)", list)
 	}
 }
 
