@@ -69,21 +69,21 @@ func BenchmarkProcessRun(b *testing.B) {
 
 // BenchmarkProcessLogStream measures how fast a process's output reaches a
 // client through GET /v1/processes/{id}/logs?follow=true (SSE): a process
-// writes 64 MiB into its log, and the stream is read to its exit event. The
+// writes 48 MiB into its log, and the stream is read to its exit event. The
 // figure (MB/s) counts the process's bytes, not the base64 on the wire.
 //
 //	go test ./e2e -run '^$' -bench BenchmarkProcessLogStream -benchtime 5x
 func BenchmarkProcessLogStream(b *testing.B) {
 	d := startDaemon(b, daemonOpts{})
-	const size = 64 << 20
-	cfg := []byte(`{"maxConcurrentProcesses":8,"defaultRunTimeoutMs":30000,"maxRunTimeoutMs":30000,"maxOutputBytes":1048576,"maxLogBytesPerProcess":134217728,"maxInputBytesPerRequest":1024}`)
+	const size = 48 << 20
+	cfg := []byte(`{"maxConcurrentProcesses":8,"defaultRunTimeoutMs":30000,"maxRunTimeoutMs":30000,"maxOutputBytes":1048576,"maxLogBytesPerProcess":67108864,"maxInputBytesPerRequest":1024}`)
 	if st, _, out := d.do("POST", "/v1/processes/config", cfg, "Content-Type", "application/json"); st != 200 {
 		b.Fatalf("config: %d %s", st, out)
 	}
 	b.SetBytes(size)
 	for b.Loop() {
 		b.StopTimer()
-		st, _, out := d.do("POST", "/v1/processes", []byte(`{"command":"head","args":["-c","67108864","/dev/zero"]}`), "Content-Type", "application/json")
+		st, _, out := d.do("POST", "/v1/processes", []byte(`{"command":"head","args":["-c","50331648","/dev/zero"]}`), "Content-Type", "application/json")
 		if st != 200 {
 			b.Fatalf("create: %d %s", st, out)
 		}
