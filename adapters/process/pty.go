@@ -46,7 +46,7 @@ func startPTY(cmd *exec.Cmd, cols, rows uint16) (*userProc, error) {
 		master.Close()
 		return nil, err
 	}
-	p := &userProc{cmd: cmd, done: make(chan struct{})}
+	p := &userProc{cmd: cmd, session: true, done: make(chan struct{})}
 	term := &terminal{f: master}
 	p.io = ports.ProcessIO{Stdin: master, Stdout: master, Resize: term.resize}
 	return p, nil

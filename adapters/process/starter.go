@@ -129,6 +129,9 @@ func startPipes(cmd *exec.Cmd, withStdin bool) (*userProc, error) {
 type userProc struct {
 	cmd *exec.Cmd
 	io  ports.ProcessIO
+	// session: the process leads a session of its own (a terminal), whose
+	// job-control groups are signalled along with its own group.
+	session bool
 
 	mu     sync.Mutex // guards gone against signalling a reused pid
 	gone   bool
@@ -159,10 +162,23 @@ func (p *userProc) Signal(sig domain.Signal) error {
 	}
 	// While gone is false the leader is not reaped (see wait), so the
 	// group id still names our group and no other.
-	if err := syscall.Kill(-p.cmd.Process.Pid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := p.kill(s); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", p.cmd.Process.Pid, err)
 	}
 	return nil
+}
+
+// kill sends s to the process's group and, for a session leader, to the
+// other groups of its session (background jobs of a shell).
+func (p *userProc) kill(s syscall.Signal) error {
+	pid := p.cmd.Process.Pid
+	err := syscall.Kill(-pid, s)
+	if p.session {
+		for _, g := range sessionGroups(pid) {
+			_ = syscall.Kill(-g, s)
+		}
+	}
+	return err
 }
 
 func (p *userProc) Wait() (domain.ExitStatus, error) {
@@ -179,8 +195,8 @@ func (p *userProc) wait() {
 	// Wait for the leader to exit without reaping it, so its pid (the
 	// group id) stays ours while the rest of the group is killed.
 	waitExited(pid)
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	p.mu.Lock()
+	_ = p.kill(syscall.SIGKILL)
 	p.gone = true
 	p.mu.Unlock()
 	err := p.cmd.Wait()
@@ -197,6 +213,17 @@ func (p *userProc) wait() {
 		}
 	}
 	waitGroupGone(pid)
+	if p.session {
+		// Jobs in other groups of the session: killed above, gone now (a
+		// job forked meanwhile is caught by the next round).
+		deadline := time.Now().Add(groupGoneWait)
+		for groups := sessionGroups(pid); len(groups) > 0 && time.Now().Before(deadline); groups = sessionGroups(pid) {
+			for _, g := range groups {
+				_ = syscall.Kill(-g, syscall.SIGKILL)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	close(p.done)
 }
 

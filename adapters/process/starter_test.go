@@ -138,3 +138,40 @@ func TestStarterStartErrors(t *testing.T) {
 		}
 	}
 }
+
+// A shell with job control puts background jobs in process groups of
+// their own; a signal to a terminal process reaches them too, through its
+// session.
+func TestStarterTerminalJobsKilled(t *testing.T) {
+	s := &Starter{BaseEnv: os.Environ()}
+	p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sh", Args: []string{"-i"}, TTY: true, Env: map[string]string{"PS1": "$ "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pio := p.IO()
+	if _, err := io.WriteString(pio.Stdin, "set -m; sleep 300 & echo job=$!\n"); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(pio.Stdout)
+	job := 0
+	for job == 0 {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the job's pid: %v", err)
+		}
+		if i := strings.Index(line, "job="); i >= 0 && !strings.Contains(line, "$!") {
+			job, _ = strconv.Atoi(strings.TrimSpace(line[i+4:]))
+		}
+	}
+	if pgid, _ := syscall.Getpgid(job); pgid == p.PID() {
+		t.Logf("job %d shares the shell's group (no job control); the test proves less", job)
+	}
+	if err := p.Signal(domain.SignalKill); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	pio.Stdout.Close()
+	if alive(job) {
+		t.Errorf("background job %d outlived its terminal's kill", job)
+	}
+}

@@ -54,3 +54,38 @@ func waitExited(pid int) {
 		}
 	}
 }
+
+// sessionGroups lists the process groups with a live member in session
+// sid other than group sid itself: the jobs a shell with job control put
+// in groups of their own, which a signal to the session leader's group
+// does not reach.
+func sessionGroups(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(strconv.Itoa(sid))
+	var groups []int
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(b[i+1:])
+		if len(f) < 4 || f[0][0] == 'Z' || f[0][0] == 'X' || !bytes.Equal(f[3], want) || bytes.Equal(f[2], want) {
+			continue
+		}
+		if g, err := strconv.Atoi(string(f[2])); err == nil && g > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
