@@ -282,11 +282,15 @@ func layers(mod string) []layer {
 			},
 		},
 		{
-			name:  "e2e is black-box: stdlib, acp-go-sdk and its own helpers",
+			// The public Go client is the one package of ours e2e may use:
+			// it only speaks HTTP to the built binary (and imports nothing
+			// but domain values), so a test through it stays black-box; it is
+			// also what Go users of the daemon import, which e2e must prove.
+			name:  "e2e is black-box: stdlib, acp-go-sdk, the public Go client and its own helpers",
 			match: func(dir string) bool { return under(dir, "e2e") },
 			rule: func(dir, imp string, _ bool) string {
 				if rel, ok := internal(imp); ok {
-					if under(rel, "e2e") {
+					if under(rel, "e2e") || rel == "adapters/httpclient" {
 						return ""
 					}
 					return "e2e must not import " + rel + " (it drives the built binary)"
@@ -397,6 +401,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"adapters/httpapi", mod + "/app/files", true, true},
 		{"adapters/httpapi", mod + "/adapters/inspector", false, false},
 		{"adapters/httpapi", mod + "/ports/porttest", true, true},
+		{"adapters/httpclient", mod + "/app", false, false},
+		{"adapters/httpclient", mod + "/domain", false, true},
 		{"extensions/wasmpolicy", mod + "/app", false, false},
 		{"extensions/wasmpolicy", mod + "/adapters/httpapi", true, false},
 		{"extensions/wasmpolicy", huma + "/v2", false, false},
@@ -404,7 +410,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"e2e", mod + "/app", true, false},
 		{"e2e", mod + "/app/acp", true, false},
 		{"extensions/wasmpolicy", mod + "/app/agents", false, false},
-		{"e2e", mod + "/adapters/httpclient", true, false},
+		{"e2e", mod + "/adapters/httpclient", true, true},
+		{"e2e", mod + "/adapters/httpapi", true, false},
 		{"e2e", mod + "/extensions/wasmpolicy", true, false},
 		{"e2e", acpSDK, true, true},
 	}

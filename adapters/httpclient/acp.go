@@ -1,7 +1,6 @@
 package httpclient
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -40,8 +39,9 @@ func (c *Client) PostACP(ctx context.Context, serverID, agent string, msg []byte
 }
 
 // StreamACP reads the server's SSE stream, calling fn for each event until
-// the stream ends, ctx is done, or fn returns an error. lastEventID, when
-// non-empty, resumes after that event.
+// the stream ends (nil), ctx is done (ctx.Err()), or fn returns an error.
+// lastEventID, when non-empty, resumes after that event. It does not
+// reconnect; DialACP does.
 func (c *Client) StreamACP(ctx context.Context, serverID, lastEventID string, fn func(ACPEvent) error) error {
 	h := http.Header{"Accept": {"text/event-stream"}}
 	if lastEventID != "" {
@@ -52,41 +52,63 @@ func (c *Client) StreamACP(ctx context.Context, serverID, lastEventID string, fn
 		return err
 	}
 	defer resp.Body.Close()
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
-	var ev ACPEvent
-	var data []byte
+	r := NewSSEReader(resp.Body, 0)
 	for {
-		line, err := r.ReadBytes('\n')
+		ev, err := r.Next()
 		if err != nil {
-			if err == io.EOF || ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if err == io.EOF {
+				return nil
 			}
 			return err
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(line) == 0:
-			if data != nil {
-				ev.Data = data
-				if err := fn(ev); err != nil {
-					return err
-				}
-			}
-			ev, data = ACPEvent{}, nil
-		case line[0] == ':':
-		case bytes.HasPrefix(line, []byte("id:")):
-			ev.ID = strings.TrimSpace(string(line[3:]))
-		case bytes.HasPrefix(line, []byte("data:")):
-			d := bytes.TrimPrefix(line[5:], []byte(" "))
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, d...)
+		if err := fn(ACPEvent{ID: ev.ID, Data: ev.Data}); err != nil {
+			return err
 		}
 	}
 }
 
-// CloseACP deletes the server instance (idempotent).
+// ACPServer is one entry of GET /v1/acp.
+type ACPServer struct {
+	ServerID        string `json:"serverId"`
+	Agent           string `json:"agent"`
+	CreatedAtMs     int64  `json:"createdAtMs"`
+	PID             int    `json:"pid,omitempty"`
+	State           string `json:"state,omitempty"` // running or exited
+	ExitCode        *int   `json:"exitCode,omitempty"`
+	PendingRequests int    `json:"pendingRequests"`
+	Subscribers     int    `json:"subscribers"`
+	LastEventID     uint64 `json:"lastEventId"`
+	BufferedEvents  int    `json:"bufferedEvents"`
+	BufferedBytes   int64  `json:"bufferedBytes"`
+}
+
+// ListACPServers is GET /v1/acp: every instance, exited ones included,
+// sorted by server id.
+func (c *Client) ListACPServers(ctx context.Context) ([]ACPServer, error) {
+	var out struct {
+		Servers []ACPServer `json:"servers"`
+	}
+	err := c.Do(ctx, http.MethodGet, "/v1/acp", nil, nil, &out)
+	return out.Servers, err
+}
+
+// ACPStderr is GET /v1/acp/{id}/stderr: the tail of the agent's stderr the
+// daemon keeps (the last 16 lines, at most 64 KiB).
+func (c *Client) ACPStderr(ctx context.Context, serverID string) (string, error) {
+	resp, err := c.raw(ctx, http.MethodGet, acpPath(serverID)+"/stderr", nil, nil, "", http.Header{"Accept": {"text/plain"}})
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return string(b), err
+}
+
+// CloseACP is DELETE /v1/acp/{id}: it stops the instance's agent and
+// frees the id (idempotent).
 func (c *Client) CloseACP(ctx context.Context, serverID string) error {
 	return c.Do(ctx, http.MethodDelete, acpPath(serverID), nil, nil, nil)
 }
@@ -94,6 +116,12 @@ func (c *Client) CloseACP(ctx context.Context, serverID string) error {
 // raw sends a request with a raw body and extra headers; non-2xx answers
 // become *Problem errors.
 func (c *Client) raw(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string, h http.Header) (*http.Response, error) {
+	return c.rawLen(ctx, method, path, query, body, -1, contentType, h)
+}
+
+// rawLen is raw with a known body length (-1: unknown, or known from a
+// bytes/strings reader).
+func (c *Client) rawLen(ctx context.Context, method, path string, query url.Values, body io.Reader, length int64, contentType string, h http.Header) (*http.Response, error) {
 	u := strings.TrimRight(c.BaseURL, "/") + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -101,6 +129,12 @@ func (c *Client) raw(ctx context.Context, method, path string, query url.Values,
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, err
+	}
+	if length >= 0 {
+		req.ContentLength = length
+		if length == 0 {
+			req.Body = http.NoBody
+		}
 	}
 	for k, v := range h {
 		req.Header[k] = v

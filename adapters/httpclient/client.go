@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,14 +26,34 @@ type Client struct {
 	HTTP *http.Client
 }
 
-// Problem is an application/problem+json answer of the daemon.
+// Problem is a non-2xx answer of the daemon: its application/problem+json
+// document (RFC 9457), or for an answer that is not one, the status and the
+// body's text as Detail. Every call of this package returns it as an error;
+// get it with errors.As:
+//
+//	var p *httpclient.Problem
+//	if errors.As(err, &p) && p.Kind() == "session_not_found" { ... }
 type Problem struct {
-	Status  int            `json:"status"`
-	Type    string         `json:"type"`
-	Title   string         `json:"title"`
-	Detail  string         `json:"detail"`
-	Agent   string         `json:"agent,omitempty"`
-	Details map[string]any `json:"details,omitempty"`
+	Status    int            `json:"status"`
+	Type      string         `json:"type"`
+	Title     string         `json:"title"`
+	Detail    string         `json:"detail"`
+	Agent     string         `json:"agent,omitempty"`
+	SessionID string         `json:"sessionId,omitempty"`
+	Details   map[string]any `json:"details,omitempty"`
+	// Raw is the body as received (at most 1 MiB), extensions included.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Kind is the error kind of the problem type
+// (urn:sandbox-agent:error:<kind>), e.g. "session_not_found"; empty for an
+// answer that was not a problem document.
+func (p *Problem) Kind() string {
+	kind, _ := strings.CutPrefix(p.Type, "urn:sandbox-agent:error:")
+	if kind == p.Type {
+		return ""
+	}
+	return kind
 }
 
 func (p *Problem) Error() string {
@@ -45,11 +66,23 @@ func (p *Problem) Error() string {
 	return msg
 }
 
+// defaultHTTP bounds connecting, never answering: installs and synchronous
+// ACP requests answer when they are done, and streams never end. Callers
+// bound a call with its context.
 var defaultHTTP = &http.Client{Transport: &http.Transport{
 	Proxy:                 http.ProxyFromEnvironment,
-	ResponseHeaderTimeout: 0, // installs answer when they are done
+	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+	ResponseHeaderTimeout: 0,
 	IdleConnTimeout:       30 * time.Second,
+	MaxIdleConnsPerHost:   64, // an ACP connection posts concurrently
 }}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return defaultHTTP
+}
 
 // Do sends a request with an optional JSON body and decodes a JSON answer
 // into out (when out is non-nil). Non-2xx answers are *Problem errors.
@@ -100,11 +133,7 @@ func (c *Client) finish(req *http.Request) (*http.Response, error) {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = defaultHTTP
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +142,36 @@ func (c *Client) finish(req *http.Request) (*http.Response, error) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return nil, parseProblem(resp.StatusCode, b)
+}
+
+// parseProblem decodes a non-2xx body; one that is not a problem document
+// becomes a Problem with the status and the text.
+func parseProblem(status int, b []byte) *Problem {
 	p := &Problem{}
 	if json.Unmarshal(b, p) != nil || p.Status == 0 {
-		p = &Problem{Status: resp.StatusCode, Detail: strings.TrimSpace(string(b))}
+		p = &Problem{Status: status, Detail: strings.TrimSpace(string(b))}
+		if p.Detail == "" {
+			p.Detail = http.StatusText(status)
+		}
+		return p
 	}
-	return nil, p
+	p.Raw = append(json.RawMessage(nil), b...)
+	return p
+}
+
+// Health is GET /v1/health: nil when the daemon answers {"status":"ok"}.
+func (c *Client) Health(ctx context.Context) error {
+	var out struct {
+		Status string `json:"status"`
+	}
+	if err := c.Do(ctx, http.MethodGet, "/v1/health", nil, nil, &out); err != nil {
+		return err
+	}
+	if out.Status != "ok" {
+		return fmt.Errorf("health: status %q", out.Status)
+	}
+	return nil
 }
 
 // ListAgents is GET /v1/agents.
@@ -152,4 +206,45 @@ func agentQuery(config, noCache bool) url.Values {
 		q.Set("no_cache", "true")
 	}
 	return q
+}
+
+// InstallProgress is what InstallAgentWithProgress reports. The daemon's
+// install route answers once, when the install is over, so progress is
+// the time spent so far; Done is set on the last report.
+type InstallProgress struct {
+	Agent   string
+	Elapsed time.Duration
+	Done    bool
+	Err     error // set with Done when the install failed
+}
+
+// InstallAgentWithProgress is InstallAgent calling progress every interval
+// (1 s when zero) while the daemon installs, and once more when it is done.
+// progress runs on the calling goroutine's behalf from one goroutine that
+// has returned when this call does.
+func (c *Client) InstallAgentWithProgress(ctx context.Context, agent string, opts domain.InstallOptions, interval time.Duration, progress func(InstallProgress)) (domain.InstallResult, error) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	start := time.Now()
+	stop := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				progress(InstallProgress{Agent: agent, Elapsed: time.Since(start)})
+			case <-stop:
+				return
+			}
+		}
+	}()
+	res, err := c.InstallAgent(ctx, agent, opts)
+	close(stop)
+	<-ticked
+	progress(InstallProgress{Agent: agent, Elapsed: time.Since(start), Done: true, Err: err})
+	return res, err
 }

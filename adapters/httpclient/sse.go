@@ -1,0 +1,140 @@
+package httpclient
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// SSEEvent is one Server-Sent Event. On the daemon's ACP stream Event is
+// "message", ID is the event's sequence number (empty for the
+// _adapter/replay_gap notice, which has none) and Data is one JSON-RPC
+// message exactly as the agent wrote it.
+type SSEEvent struct {
+	Event string
+	ID    string
+	Data  []byte
+}
+
+// DefaultMaxSSEEvent bounds one event's data: the daemon's largest agent
+// frame (64 MiB by default) plus room for the field names.
+const DefaultMaxSSEEvent = 64<<20 + 4096
+
+// ErrSSEEventTooLarge is returned by SSEReader.Next for an event whose data
+// exceeds the reader's limit; the stream cannot be resynchronised after it.
+var ErrSSEEventTooLarge = errors.New("sse: event larger than the limit")
+
+// SSEReader parses a text/event-stream (the WHATWG format: LF, CRLF or CR
+// line ends, comments, multi-line data, an optional space after the colon).
+// Unlike bufio.Scanner it has no 64 KiB line limit: an event may be as large
+// as Max. It is not safe for concurrent use.
+type SSEReader struct {
+	r   *bufio.Reader
+	max int
+	// skipLF is set after a line ended in CR: an LF right after it belongs
+	// to the same line end (CRLF), even when it arrives in a later read.
+	skipLF bool
+}
+
+// NewSSEReader reads events from r, refusing any event whose data exceeds
+// max bytes (max <= 0 means DefaultMaxSSEEvent).
+func NewSSEReader(r io.Reader, max int) *SSEReader {
+	if max <= 0 {
+		max = DefaultMaxSSEEvent
+	}
+	return &SSEReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// Next returns the next event that carries data (events without a data
+// field are skipped, as browsers do). At the end of the stream it returns
+// io.EOF; an event cut off by the end of the stream is dropped and
+// io.ErrUnexpectedEOF returned, so a half-received message is never handed
+// out.
+func (s *SSEReader) Next() (SSEEvent, error) {
+	var ev SSEEvent
+	var data []byte
+	hasData, partial := false, false
+	for {
+		line, err := s.line()
+		if err != nil {
+			if err == io.EOF && partial {
+				return SSEEvent{}, io.ErrUnexpectedEOF
+			}
+			return SSEEvent{}, err
+		}
+		if len(line) == 0 {
+			if hasData {
+				ev.Data = data
+				return ev, nil
+			}
+			ev, data, partial = SSEEvent{}, nil, false
+			continue
+		}
+		partial = true
+		if line[0] == ':' {
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(name) {
+		case "event":
+			ev.Event = string(value)
+		case "id":
+			if bytes.IndexByte(value, 0) < 0 {
+				ev.ID = string(value)
+			}
+		case "data":
+			if hasData {
+				data = append(data, '\n')
+			}
+			if len(data)+len(value) > s.max {
+				return SSEEvent{}, fmt.Errorf("%w (%d bytes)", ErrSSEEventTooLarge, s.max)
+			}
+			data = append(data, value...)
+			hasData = true
+		}
+	}
+}
+
+// line reads one line without its end. A line may end in LF, CRLF or a
+// lone CR; after a CR a following LF is skipped when the next line is read,
+// so a CR-terminated event is dispatched without waiting for more bytes.
+func (s *SSEReader) line() ([]byte, error) {
+	var buf []byte
+	for {
+		if s.r.Buffered() == 0 {
+			if _, err := s.r.Peek(1); err != nil {
+				if err == io.EOF && (len(buf) > 0) {
+					return nil, io.ErrUnexpectedEOF // a last line without its end: the stream was cut
+				}
+				return nil, err
+			}
+		}
+		p, _ := s.r.Peek(s.r.Buffered())
+		if s.skipLF {
+			s.skipLF = false
+			if p[0] == '\n' {
+				_, _ = s.r.Discard(1)
+				continue
+			}
+		}
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			buf = append(buf, p...)
+			_, _ = s.r.Discard(len(p))
+			if len(buf) > s.max+64 {
+				return nil, fmt.Errorf("%w (%d bytes)", ErrSSEEventTooLarge, s.max)
+			}
+			continue
+		}
+		buf = append(buf, p[:i]...)
+		s.skipLF = p[i] == '\r'
+		_, _ = s.r.Discard(i + 1)
+		if len(buf) > s.max+64 {
+			return nil, fmt.Errorf("%w (%d bytes)", ErrSSEEventTooLarge, s.max)
+		}
+		return buf, nil
+	}
+}
