@@ -130,7 +130,7 @@ type ACPConn struct {
 	agent    string // ?agent= for POSTs until one succeeded
 	lastSeq  uint64 // last event id delivered (stream goroutine writes)
 	queue    [][]byte
-	writing  bool // the deliverer holds lines taken from queue
+	writing  bool  // the deliverer holds lines taken from queue
 	ended    bool  // no more lines will be queued
 	endErr   error // nil: the reader gets io.EOF
 	pending  map[string]*pendingRequest
