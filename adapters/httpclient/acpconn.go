@@ -92,12 +92,17 @@ const (
 // the stream can no longer deliver a held response (a replay gap, the
 // daemon gone) is the held copy delivered instead.
 //
-// Outgoing lines are sent in order, each as its own POST: a notification
-// or a response is sent once the previous one was answered; a request once
-// the previous request's body was handed to the network (a request may wait
-// minutes for its answer, and the client must still be able to answer the
-// agent's permission requests meanwhile). A POST that fails before the
-// daemon answered (connection refused or reset) is retried until
+// Outgoing lines are sent in order, each as its own POST, the next one
+// starting only when the previous one was taken: a notification or a
+// response once the daemon answered it (202), a request once its body was
+// handed to the network (a request may wait minutes for its answer, and the
+// client must still be able to answer the agent's permission requests
+// meanwhile), and while the instance is being created, the first request
+// once answered. Since the daemon serves POSTs concurrently, a message
+// written right behind a still-pending request can, in a narrow race, reach
+// the agent first; ACP clients wait for the answers that matter
+// (initialize, session/new) before sending more. A POST that fails before
+// the daemon answered (connection refused or reset) is retried until
 // ReconnectTimeout.
 //
 // Write and Read may be called concurrently with each other; each from one
@@ -575,11 +580,14 @@ func (a *ACPConn) seq() uint64 {
 func (a *ACPConn) streamOnce() (connected bool, err error) {
 	ctx, cancel := context.WithCancel(a.ctx)
 	defer cancel()
-	h := http.Header{"Accept": {"text/event-stream"}, "Last-Event-ID": {strconv.FormatUint(a.seq(), 10)}}
+	h := http.Header{}
+	h.Set("Accept", "text/event-stream")
+	h.Set("Last-Event-ID", strconv.FormatUint(a.seq(), 10))
 	resp, err := a.c.raw(ctx, http.MethodGet, acpPath(a.serverID), nil, nil, "", h)
 	if err != nil {
 		return false, err
 	}
+	a.log.Debug("acp event stream connected", "last_event_id", h.Get("Last-Event-ID"))
 	defer resp.Body.Close()
 	// A stream that sends nothing, not even heartbeats, is dead.
 	idle := time.AfterFunc(streamIdleTimeout, cancel)
@@ -707,19 +715,42 @@ func (a *ACPConn) sender() {
 		delete(a.answered, key)
 		a.pending[key] = &pendingRequest{id: bytes.Clone(f.ID)}
 		a.mu.Unlock()
-		taken := make(chan struct{})
+		taken, finished := make(chan struct{}), make(chan struct{})
 		a.wg.Add(1)
 		a.posts.Add(1)
 		go func() {
 			defer a.wg.Done()
 			defer a.posts.Done()
+			defer close(finished)
 			a.postMessage(line, f, taken)
 		}()
+		// Until the instance exists, the first request (initialize) is
+		// answered before anything else is sent: concurrent first POSTs
+		// would race to the agent's stdin while the agent starts.
+		wait := taken
+		if a.bootstrapping() {
+			wait = finished
+		}
 		select {
-		case <-taken:
+		case <-wait:
 		case <-a.ctx.Done():
 			return
 		}
+	}
+}
+
+func (a *ACPConn) bootstrapping() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.agent != "" && !a.streamStarted()
+}
+
+func (a *ACPConn) streamStarted() bool {
+	select {
+	case <-a.startStream:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -794,6 +825,7 @@ func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}) 
 // posted records a 2xx answer: the instance exists (start the stream), and
 // a synchronous response is held until the stream delivers its copy.
 func (a *ACPConn) posted(f domain.Frame, status int, answer []byte) {
+	a.log.Debug("acp post answered", "method", f.Method, "id", string(f.ID), "status", status)
 	a.startStreamOnce.Do(func() { close(a.startStream) })
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -162,7 +162,7 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 		<-outDone // the last lines reach stdout before the process exits
 	}
 	if failure != nil && !errors.Is(failure, httpclient.ErrClosed) {
-		return fmt.Errorf("acp %s: %w", id, failure)
+		return fmt.Errorf("acp: %w", failure)
 	}
 	log.Debug("acp bridge done", "server_id", id)
 	return nil

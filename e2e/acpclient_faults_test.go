@@ -1,0 +1,337 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+)
+
+// tcpProxy is a loopback TCP proxy whose connections a test can cut and
+// whose target it can switch (a daemon restarted on another port).
+type tcpProxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	target string
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: strings.TrimPrefix(target, "http://"), conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *tcpProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+func (p *tcpProxy) setTarget(url string) {
+	p.mu.Lock()
+	p.target = strings.TrimPrefix(url, "http://")
+	p.mu.Unlock()
+}
+
+func (p *tcpProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close() // the daemon is down: the client sees a reset
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		pipe := func(dst, src net.Conn) {
+			defer p.wg.Done()
+			_, _ = io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+			p.mu.Lock()
+			delete(p.conns, dst)
+			delete(p.conns, src)
+			p.mu.Unlock()
+		}
+		go pipe(up, c)
+		go pipe(c, up)
+	}
+}
+
+// cut closes every open connection (streams and idle keep-alive alike).
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// lineReader reads stdout lines of a bridge or connection with a deadline.
+type lineReader struct {
+	lines chan string
+	err   chan error
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan string, 1<<16), err: make(chan error, 1)}
+	go func() {
+		br := bufio.NewReaderSize(r, 1<<20)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				lr.err <- err
+				close(lr.lines)
+				return
+			}
+			lr.lines <- strings.TrimSuffix(l, "\n")
+		}
+	}()
+	return lr
+}
+
+func (lr *lineReader) next(t *testing.T, within time.Duration) string {
+	t.Helper()
+	select {
+	case l, ok := <-lr.lines:
+		if !ok {
+			t.Fatalf("output ended: %v", <-lr.err)
+		}
+		return l
+	case <-time.After(within):
+		t.Fatalf("no output line within %v", within)
+		return ""
+	}
+}
+
+// untilID returns the lines read up to and including the response with
+// the given JSON id.
+func (lr *lineReader) untilID(t *testing.T, id string, within time.Duration) []string {
+	t.Helper()
+	var out []string
+	deadline := time.Now().Add(within)
+	for {
+		l := lr.next(t, time.Until(deadline))
+		out = append(out, l)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && m.Method == "" && string(m.ID) == id {
+			return out
+		}
+	}
+}
+
+const (
+	newSessionMsg = `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`
+)
+
+func promptMsg(id int, session, text string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`, id, session, text)
+}
+
+// openSession initialises and opens a mock session over w/lr; it returns
+// the session id.
+func openSession(t *testing.T, w io.Writer, lr *lineReader) string {
+	t.Helper()
+	io.WriteString(w, initMsg+"\n"+newSessionMsg+"\n")
+	lr.untilID(t, "1", 20*time.Second)
+	lines := lr.untilID(t, "2", 20*time.Second)
+	var res struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || res.Result.SessionID == "" {
+		t.Fatalf("session/new answer %q: %v", lines[len(lines)-1], err)
+	}
+	return res.Result.SessionID
+}
+
+// TestBridgeDaemonRestartedMidTurn: the daemon dies during a turn and comes
+// back without the instance. The bridge reconnects, finds the instance
+// gone, answers the pending prompt with a JSON-RPC error and exits 1
+// saying why.
+func TestBridgeDaemonRestartedMidTurn(t *testing.T) {
+	d1 := startDaemon(t, daemonOpts{})
+	proxy := startProxy(t, d1.URL)
+	b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
+	lr := newLineReader(b.stdout)
+	sid := openSession(t, b.stdin, lr)
+	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
+	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d1); return len(s) == 1 && s[0].PendingRequests == 1 })
+
+	_ = d1.cmd.Process.Kill() // no goodbye: streams are reset, agents die with it
+	<-d1.done
+	d2 := startDaemon(t, daemonOpts{})
+	proxy.setTarget(d2.URL)
+
+	lines := lr.untilID(t, "3", 30*time.Second)
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, `"error"`) || !strings.Contains(last, "gone") {
+		t.Fatalf("pending prompt answered with %q, want a JSON-RPC error saying the instance is gone", last)
+	}
+	err := b.wait(t, 10*time.Second)
+	if code := exitCode(err); code != 1 {
+		t.Fatalf("exit %v, want 1", err)
+	}
+	if !strings.Contains(b.stderr.String(), "acp server instance is gone") {
+		t.Fatalf("stderr lacks a clear message:\n%s", b.stderr.String())
+	}
+	t.Logf("bridge stderr:\n%s", tail(b.stderr.String(), 6))
+	if s := listServers(t, d2); len(s) != 0 {
+		t.Fatalf("the restarted daemon got an instance from the bridge: %+v", s)
+	}
+}
+
+// TestBridgeDaemonGone: a daemon that does not come back within
+// --reconnect-timeout ends the bridge with exit 1, the pending request
+// answered with an error.
+func TestBridgeDaemonGone(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	proxy := startProxy(t, d.URL)
+	b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "1s")
+	lr := newLineReader(b.stdout)
+	sid := openSession(t, b.stdin, lr)
+	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
+	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	proxy.setTarget("127.0.0.1:9") // nothing listens there
+	proxy.cut()
+	start := time.Now()
+	lines := lr.untilID(t, "3", 20*time.Second)
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"error"`) || !strings.Contains(last, "unreachable") {
+		t.Fatalf("pending prompt answered with %q", last)
+	}
+	if code := exitCode(b.wait(t, 10*time.Second)); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if !strings.Contains(b.stderr.String(), "daemon unreachable") {
+		t.Fatalf("stderr lacks a clear message:\n%s", b.stderr.String())
+	}
+	t.Logf("gave up %v after the cut (--reconnect-timeout 1s)", time.Since(start).Round(time.Millisecond))
+}
+
+// TestGoClientStreamCutMidBurst cuts every connection (the event stream and
+// the POST connections) several times during a 5000-update turn: every
+// update arrives exactly once, in order, then the result.
+func TestGoClientStreamCutMidBurst(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	proxy := startProxy(t, d.URL)
+	c := &httpclient.Client{BaseURL: proxy.URL()}
+	conn, err := c.DialACP(context.Background(), "cut", "mock", &httpclient.ACPOptions{DeleteOnClose: true, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lr := newLineReader(conn)
+	sid := openSession(t, conn, lr)
+	const n = 5000
+	io.WriteString(conn, promptMsg(3, sid, "stream "+strconv.Itoa(n))+"\n")
+	next := 1
+	for {
+		l := lr.next(t, 30*time.Second)
+		if next == 1000 || next == 2500 || next == 4000 {
+			proxy.cut()
+		}
+		if strings.Contains(l, `"id":3`) && strings.Contains(l, `"result"`) {
+			break
+		}
+		want := fmt.Sprintf(`"text":"mock: chunk %d"`, next)
+		if !strings.Contains(l, want) {
+			t.Fatalf("update %d: got %.200s", next, l)
+		}
+		next++
+	}
+	if next != n+1 {
+		t.Fatalf("result after %d updates, want %d", next-1, n)
+	}
+}
+
+// TestBridgeStdinClosedMidTurn: closing stdin during a turn ends the bridge
+// at once with exit 0 and deletes its instance (the agent stops).
+func TestBridgeStdinClosedMidTurn(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	b := startBridge(t, d, "--agent", "mock")
+	lr := newLineReader(b.stdout)
+	sid := openSession(t, b.stdin, lr)
+	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
+	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	b.stdin.Close()
+	if err := b.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if s := listServers(t, d); len(s) != 0 {
+		t.Fatalf("instance left: %+v", s)
+	}
+}
+
+// TestBridgeByteForByte: unusual but valid JSON (key order, escapes, big
+// and odd numbers, non-ASCII) reaches the agent unchanged, and the agent's
+// exact bytes reach the bridge's stdout.
+func TestBridgeByteForByte(t *testing.T) {
+	d := startDaemon(t, daemonOpts{Args: withTestAgent(t)})
+	b := startBridge(t, d, "--agent", "test")
+	lr := newLineReader(b.stdout)
+	odd := `{"params":{"z":1,"a":[1.0,-0.0,1e400,123456789012345678901234567890],"s":"\u00e9\ud83d\ude00 \"q\" \\ \/ \t","é":"😀"  ,"nested":{ "b" : true,"a":null}},"method":"echo","jsonrpc":"2.0"}`
+	io.WriteString(b.stdin, odd+"\n")
+	if got := lr.next(t, 20*time.Second); got != odd {
+		t.Fatalf("echoed notification changed:\n got %s\nwant %s", got, odd)
+	}
+	req := `{"id":  "h-1" ,"method":"hash","params":{"big":18446744073709551617,"x":"\u0000\u001f","k":{"b":2,"a":1}},"jsonrpc":"2.0"}`
+	io.WriteString(b.stdin, req+"\n")
+	sum := sha256.Sum256([]byte(req))
+	want := `{"jsonrpc":"2.0","id":"h-1","result":{"bytes":` + strconv.Itoa(len(req)) + `,"sha256":"` + hex.EncodeToString(sum[:]) + `"}}`
+	if got := lr.next(t, 20*time.Second); got != want {
+		t.Fatalf("agent did not receive the request unchanged:\n got %s\nwant %s", got, want)
+	}
+	b.stdin.Close()
+	if err := b.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	return -1
+}
+
