@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -334,4 +334,3 @@ func exitCode(err error) int {
 	}
 	return -1
 }
-
