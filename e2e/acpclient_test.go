@@ -313,3 +313,14 @@ func readLine(t *testing.T, r io.Reader) string {
 		return ""
 	}
 }
+
+// TestCompatBridgeTypeScriptSDK: the official ACP TypeScript SDK spawns
+// "sandbox-agent acp" as its agent over stdio and runs the session; the
+// bridge's instance is gone afterwards.
+func TestCompatBridgeTypeScriptSDK(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	runNode(t, "acp-stdio-bridge.mjs", 90*time.Second, "BINARY="+binary, "ENDPOINT="+d.URL)
+	if s := listServers(t, d); len(s) != 0 {
+		t.Fatalf("instance left after the SDK closed the bridge: %+v", s)
+	}
+}
