@@ -118,31 +118,29 @@ type ACPConn struct {
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
-	outR *io.PipeReader
-	outW *io.PipeWriter
+	rmu sync.Mutex // one Read at a time
 
-	posts       sync.WaitGroup // request POSTs in flight (also in wg)
 	wmu         sync.Mutex
 	wbuf        []byte
 	writeClosed bool
-	sendCh      chan []byte
-	senderDone  chan struct{}
 
 	startStream     chan struct{} // closed once the instance is known to exist
 	startStreamOnce sync.Once
 
 	mu       sync.Mutex
-	agent    string // ?agent= for POSTs until one succeeded
-	lastSeq  uint64 // last event id delivered (stream goroutine writes)
-	queue    [][]byte
-	writing  bool  // the deliverer holds lines taken from queue
-	ended    bool  // no more lines will be queued
-	endErr   error // nil: the reader gets io.EOF
+	agent    string        // ?agent= for POSTs until one succeeded
+	lastSeq  uint64        // last event id delivered (stream goroutine writes)
+	queue    [][]byte      // agent lines not yet read, in order
+	partial  []byte        // the rest of a line a Read did not take whole
+	inflight int           // request POSTs in flight
+	postDone chan struct{} // cap 1: a request POST finished
+	ended    bool          // no more lines will be queued
+	endErr   error         // nil: the reader gets io.EOF
 	pending  map[string]*pendingRequest
 	answered map[string]struct{}
 	answRing []string
-	wake     chan struct{} // cap 1: the deliverer has work
-	space    chan struct{} // cap 1: the queue shrank
+	wake     chan struct{} // cap 1: a Read has something to return
+	space    chan struct{} // cap 1: a Read shrank the queue
 }
 
 // pendingRequest is a request sent by the client and not yet answered to it.
@@ -191,25 +189,20 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 		return nil, fmt.Errorf("dial acp %q: no such instance, and no agent given to create it", serverID)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
-	outR, outW := io.Pipe()
 	conn := &ACPConn{
 		c: c, serverID: serverID, opts: o, log: log.With("server_id", serverID),
 		ctx: cctx, cancel: cancel, done: make(chan struct{}),
-		outR: outR, outW: outW,
-		sendCh: make(chan []byte, 64), senderDone: make(chan struct{}),
 		startStream: make(chan struct{}),
 		agent:       agent,
 		pending:     map[string]*pendingRequest{}, answered: map[string]struct{}{},
-		wake: make(chan struct{}, 1), space: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), space: make(chan struct{}, 1), postDone: make(chan struct{}, 1),
 	}
 	if existing != nil {
 		conn.lastSeq = existing.LastEventID
 		conn.agent = existing.Agent
 		conn.startStreamOnce.Do(func() { close(conn.startStream) })
 	}
-	conn.wg.Add(3)
-	go conn.deliver()
-	go conn.sender()
+	conn.wg.Add(1)
 	go conn.stream()
 	return conn, nil
 }
@@ -219,12 +212,64 @@ func (a *ACPConn) ServerID() string { return a.serverID }
 
 // Read reads agent messages, each a line ending in "\n". After a failure it
 // returns the error (see ErrInstanceGone, ErrDaemonUnreachable,
-// *AgentExitedError) once everything before it was read.
-func (a *ACPConn) Read(p []byte) (int, error) { return a.outR.Read(p) }
+// *AgentExitedError) once everything before it was read; after Close,
+// ErrClosed.
+func (a *ACPConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	a.rmu.Lock()
+	defer a.rmu.Unlock()
+	for {
+		a.mu.Lock()
+		if a.closedLocked() {
+			a.mu.Unlock()
+			return 0, ErrClosed
+		}
+		n := 0
+		for n < len(p) {
+			if len(a.partial) == 0 {
+				if len(a.queue) == 0 {
+					break
+				}
+				a.partial = append(a.queue[0], '\n')
+				a.queue[0] = nil
+				a.queue = a.queue[1:]
+				if len(a.queue) == 0 {
+					a.queue = nil
+				}
+			}
+			c := copy(p[n:], a.partial)
+			a.partial = a.partial[c:]
+			n += c
+		}
+		ended, err := a.ended, a.endErr
+		a.mu.Unlock()
+		if n > 0 {
+			select {
+			case a.space <- struct{}{}:
+			default:
+			}
+			return n, nil
+		}
+		if ended {
+			if err == nil {
+				err = io.EOF
+			}
+			return 0, err
+		}
+		select {
+		case <-a.wake:
+		case <-a.done:
+		}
+	}
+}
 
 // Write takes client messages, one JSON-RPC object per line (a trailing CR
-// is dropped, blank lines are skipped). It returns once each complete line
-// is queued for sending; the connection's error once it has failed.
+// is dropped, blank lines are skipped, a line that is not a JSON object is
+// logged and dropped). It returns once each complete line was taken by the
+// daemon as described above, so a slow or unreachable daemon slows the
+// writer down; the connection's error once it has failed.
 func (a *ACPConn) Write(p []byte) (int, error) {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
@@ -254,9 +299,7 @@ func (a *ACPConn) Write(p []byte) (int, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		select {
-		case a.sendCh <- line:
-		case <-a.ctx.Done():
+		if !a.send(line) {
 			return 0, a.writeErr()
 		}
 	}
@@ -280,22 +323,10 @@ func (a *ACPConn) writeErr() error {
 // which may run for hours) are not waited for. Messages from the agent keep
 // arriving until Close.
 func (a *ACPConn) CloseWrite(ctx context.Context) error {
-	a.wmu.Lock()
-	if !a.writeClosed {
-		a.writeClosed = true
-		close(a.sendCh)
-	}
+	a.wmu.Lock() // waits for a Write in progress
+	a.writeClosed = true
 	a.wmu.Unlock()
-	select {
-	case <-a.senderDone:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	posted := make(chan struct{})
-	go func() { a.posts.Wait(); close(posted) }()
-	select {
-	case <-posted:
-	case <-ctx.Done():
+	if !a.waitPosts(ctx.Done()) {
 		return ctx.Err()
 	}
 	// Held answers are delivered by the stream; wait until they and
@@ -304,7 +335,7 @@ func (a *ACPConn) CloseWrite(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		a.mu.Lock()
-		busy := len(a.queue) > 0 || a.writing
+		busy := len(a.queue) > 0 || len(a.partial) > 0
 		for _, p := range a.pending {
 			busy = busy || p.held != nil
 		}
@@ -333,12 +364,6 @@ func (a *ACPConn) Err() error {
 // does. With DeleteOnClose it then deletes the instance (bounded by 5 s).
 // Reads after Close return ErrClosed (or the earlier failure). Idempotent.
 func (a *ACPConn) Close() error {
-	a.wmu.Lock()
-	if !a.writeClosed {
-		a.writeClosed = true
-		close(a.sendCh)
-	}
-	a.wmu.Unlock()
 	a.mu.Lock()
 	first := !a.closedLocked()
 	if first {
@@ -351,22 +376,16 @@ func (a *ACPConn) Close() error {
 	if a.opts.DeleteOnClose {
 		// A POST still creating the instance would recreate it after the
 		// DELETE; give in-flight POSTs a moment to finish.
-		// (posts.Wait only once the sender, which adds to posts, is done.)
-		grace := time.After(2 * time.Second)
-		select {
-		case <-a.senderDone:
-			posted := make(chan struct{})
-			go func() { a.posts.Wait(); close(posted) }()
-			select {
-			case <-posted:
-			case <-grace:
-			}
-		case <-grace:
-		}
+		grace := make(chan struct{})
+		t := time.AfterFunc(2*time.Second, func() { close(grace) })
+		a.waitPosts(grace)
+		t.Stop()
 	}
 	a.end(ErrClosed)
 	a.cancel()
-	a.outR.CloseWithError(a.Err())
+	a.wmu.Lock() // a Write in progress has returned (its POST was cancelled)
+	a.writeClosed = true
+	a.wmu.Unlock()
 	a.wg.Wait()
 	if a.opts.DeleteOnClose {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -387,7 +406,7 @@ func (a *ACPConn) closedLocked() bool {
 	}
 }
 
-// --- delivery: one goroutine owns the pipe writer ---
+// --- delivery: Read takes lines from the queue ---
 
 // queueLocked appends lines for the reader, in order. a.mu is held.
 func (a *ACPConn) queueLocked(lines ...[]byte) {
@@ -413,37 +432,6 @@ func (a *ACPConn) end(err error) {
 	select {
 	case a.wake <- struct{}{}:
 	default:
-	}
-}
-
-func (a *ACPConn) deliver() {
-	defer a.wg.Done()
-	for {
-		a.mu.Lock()
-		lines, ended, err := a.queue, a.ended, a.endErr
-		a.queue = nil
-		a.writing = len(lines) > 0
-		a.mu.Unlock()
-		select {
-		case a.space <- struct{}{}:
-		default:
-		}
-		for _, l := range lines {
-			if _, werr := a.outW.Write(append(l, '\n')); werr != nil {
-				return // the reader is closed
-			}
-		}
-		if len(lines) > 0 {
-			continue
-		}
-		if ended {
-			a.outW.CloseWithError(err)
-			return
-		}
-		select {
-		case <-a.wake:
-		case <-a.done:
-		}
 	}
 }
 
@@ -687,54 +675,66 @@ func (a *ACPConn) onGap(data []byte) {
 
 // --- sending ---
 
-func (a *ACPConn) sender() {
-	defer a.wg.Done()
-	defer close(a.senderDone)
-	for {
-		var line []byte
-		var ok bool
-		select {
-		case line, ok = <-a.sendCh:
-		case <-a.ctx.Done():
-			return
-		}
-		if !ok {
-			return
-		}
-		f, err := domain.ParseFrame(line)
-		if err != nil {
-			a.log.Warn("acp write: line is not a JSON object; dropped", "err", err, "line", truncate(line, 200))
-			continue
-		}
-		if f.Kind != domain.FrameRequest {
-			a.postMessage(line, f, nil)
-			continue
-		}
-		key := f.IDKey()
+// send POSTs one line in order (see ACPConn); it returns false when the
+// connection ended. Called by Write with wmu held.
+func (a *ACPConn) send(line []byte) bool {
+	f, err := domain.ParseFrame(line)
+	if err != nil {
+		a.log.Warn("acp write: line is not a JSON object; dropped", "err", err, "line", truncate(line, 200))
+		return true
+	}
+	if f.Kind != domain.FrameRequest {
+		a.postMessage(line, f, nil)
+		return a.ctx.Err() == nil
+	}
+	key := f.IDKey()
+	a.mu.Lock()
+	delete(a.answered, key)
+	a.pending[key] = &pendingRequest{id: bytes.Clone(f.ID)}
+	a.inflight++
+	a.mu.Unlock()
+	taken, finished := make(chan struct{}), make(chan struct{})
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer close(finished)
+		a.postMessage(line, f, taken)
 		a.mu.Lock()
-		delete(a.answered, key)
-		a.pending[key] = &pendingRequest{id: bytes.Clone(f.ID)}
+		a.inflight--
 		a.mu.Unlock()
-		taken, finished := make(chan struct{}), make(chan struct{})
-		a.wg.Add(1)
-		a.posts.Add(1)
-		go func() {
-			defer a.wg.Done()
-			defer a.posts.Done()
-			defer close(finished)
-			a.postMessage(line, f, taken)
-		}()
-		// Until the instance exists, the first request (initialize) is
-		// answered before anything else is sent: concurrent first POSTs
-		// would race to the agent's stdin while the agent starts.
-		wait := taken
-		if a.bootstrapping() {
-			wait = finished
+		select {
+		case a.postDone <- struct{}{}:
+		default:
+		}
+	}()
+	// Until the instance exists, the first request (initialize) is
+	// answered before anything else is sent: concurrent first POSTs would
+	// race to the agent's stdin while the agent starts.
+	wait := taken
+	if a.bootstrapping() {
+		wait = finished
+	}
+	select {
+	case <-wait:
+		return true
+	case <-a.ctx.Done():
+		return false
+	}
+}
+
+// waitPosts waits until no request POST is in flight, or until done.
+func (a *ACPConn) waitPosts(done <-chan struct{}) bool {
+	for {
+		a.mu.Lock()
+		n := a.inflight
+		a.mu.Unlock()
+		if n == 0 {
+			return true
 		}
 		select {
-		case <-wait:
-		case <-a.ctx.Done():
-			return
+		case <-a.postDone:
+		case <-done:
+			return false
 		}
 	}
 }

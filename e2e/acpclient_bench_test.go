@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+)
+
+// lineCaller sends one echo request as a line and reads lines until its
+// response.
+type lineCaller struct {
+	w io.Writer
+	r *bufio.Reader
+}
+
+func (c *lineCaller) echo(b *testing.B, i int) time.Duration {
+	id := fmt.Sprintf(`"id":"r%d"`, i)
+	start := time.Now()
+	if _, err := fmt.Fprintf(c.w, `{"jsonrpc":"2.0",%s,"method":"bench/echo","params":{}}`+"\n", id); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		if strings.Contains(string(line), id) {
+			return time.Since(start)
+		}
+	}
+}
+
+// BenchmarkBridgeRoundTrip: one request/response round trip to the mock
+// through "sandbox-agent acp" (a child process on pipes) and through the Go
+// client's ACP connection in process, beside the daemon's own POST round
+// trip over HTTP, in alternating warm blocks. "ratio" is bridge p50 /
+// daemon p50 (goal: within 1.3); "ratio-sse" compares with the daemon's
+// round trip while the instance's event stream is open and read, as it is
+// for every HTTP ACP client.
+//
+//	go test ./e2e -run '^$' -bench BridgeRoundTrip -benchtime 10x
+func BenchmarkBridgeRoundTrip(b *testing.B) {
+	d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
+	if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+		b.Fatalf("%d %s", st, body)
+	}
+	daemon := newPoster(d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
+	// The same with the event stream open and read, as every HTTP ACP
+	// client (acp-http-client, the TypeScript SDK) has it.
+	if st, body := d.post("/v1/acp/rt-sse?agent=mock", initMsg); st != 200 {
+		b.Fatalf("%d %s", st, body)
+	}
+	sse := d.stream("/v1/acp/rt-sse")
+	go func() {
+		for {
+			if _, err := sse.next(); err != nil {
+				return
+			}
+		}
+	}()
+	withStream := newPoster(d.URL+"/v1/acp/rt-sse", []byte(`"echoedMethod"`))
+
+	cmd := exec.Command(binary, "acp", "--endpoint", d.URL, "--agent", "mock", "--log-level", "warn")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	bridge := &lineCaller{w: in, r: bufio.NewReaderSize(out, 1<<20)}
+	bridge.echo(b, 0) // creates the instance
+
+	conn, err := (&httpclient.Client{BaseURL: d.URL}).DialACP(context.Background(), "rt-go", "mock", &httpclient.ACPOptions{DeleteOnClose: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	goconn := &lineCaller{w: conn, r: bufio.NewReaderSize(conn, 1<<20)}
+	goconn.echo(b, 0)
+
+	var direct, streamed, viaBridge, viaConn []time.Duration
+	i := 0
+	const block = 300
+	for b.Loop() {
+		for range block {
+			i++
+			direct = append(direct, daemon.post(b, i))
+		}
+		for range block {
+			i++
+			streamed = append(streamed, withStream.post(b, i))
+		}
+		for range block {
+			i++
+			viaBridge = append(viaBridge, bridge.echo(b, i))
+		}
+		for range block {
+			i++
+			viaConn = append(viaConn, goconn.echo(b, i))
+		}
+	}
+	h, hs, br, gc := quantile(direct, 0.5), quantile(streamed, 0.5), quantile(viaBridge, 0.5), quantile(viaConn, 0.5)
+	b.ReportMetric(float64(h.Microseconds()), "daemon-p50-µs")
+	b.ReportMetric(float64(hs.Microseconds()), "daemon+sse-p50-µs")
+	b.ReportMetric(float64(br)/float64(hs), "ratio-sse")
+	b.ReportMetric(float64(br.Microseconds()), "bridge-p50-µs")
+	b.ReportMetric(float64(gc.Microseconds()), "goclient-p50-µs")
+	b.ReportMetric(float64(quantile(viaBridge, 0.99).Microseconds()), "bridge-p99-µs")
+	b.ReportMetric(float64(br)/float64(h), "ratio")
+}
