@@ -1,0 +1,229 @@
+package httpclient
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeDaemon serves the ACP routes for instance "s" with a scripted POST
+// answer and an event stream the test feeds frame by frame.
+type fakeDaemon struct {
+	t      *testing.T
+	srv    *httptest.Server
+	events chan string // data of numbered events, or "gap:" + data for a frame without id
+	post   func(body string) (status int, answer string)
+	mu     sync.Mutex
+	seq    int
+	posts  []string
+}
+
+func newFakeDaemon(t *testing.T, post func(body string) (int, string)) *fakeDaemon {
+	f := &fakeDaemon{t: t, events: make(chan string, 100), post: post}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeDaemon) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/acp":
+		io.WriteString(w, `{"servers":[]}`)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/acp/s":
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.posts = append(f.posts, string(b))
+		f.mu.Unlock()
+		status, answer := f.post(string(b))
+		if status >= 400 {
+			w.Header().Set("Content-Type", "application/problem+json")
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, answer)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/acp/s":
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case ev := <-f.events:
+				if data, ok := strings.CutPrefix(ev, "gap:"); ok {
+					fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
+				} else {
+					f.mu.Lock()
+					f.seq++
+					fmt.Fprintf(w, "event: message\nid: %d\ndata: %s\n\n", f.seq, ev)
+					f.mu.Unlock()
+				}
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	case r.Method == http.MethodDelete:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func dialFake(t *testing.T, f *fakeDaemon) (*ACPConn, *bufio.Reader) {
+	t.Helper()
+	c := &Client{BaseURL: f.srv.URL, HTTP: &http.Client{Transport: &http.Transport{}}}
+	conn, err := c.DialACP(context.Background(), "s", "fake", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
+func readLine(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	ch := make(chan string, 1)
+	go func() {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			l = "ERR " + err.Error()
+		}
+		ch <- strings.TrimSuffix(l, "\n")
+	}()
+	select {
+	case l := <-ch:
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no line within 10 s")
+		return ""
+	}
+}
+
+const (
+	req1  = `{"jsonrpc":"2.0","id":1,"method":"m"}`
+	resp1 = `{"jsonrpc":"2.0","id":1,"result":{"n":1}}`
+	upd   = `{"jsonrpc":"2.0","method":"session/update","params":{"u":1}}`
+	upd2  = `{"jsonrpc":"2.0","method":"session/update","params":{"u":2}}`
+)
+
+// A synchronous answer is held until the stream delivers its copy, after
+// the updates written before it, and is delivered once.
+func TestACPConnHeldAnswerOnceInOrder(t *testing.T) {
+	f := newFakeDaemon(t, func(string) (int, string) { return 200, resp1 })
+	conn, r := dialFake(t, f)
+	io.WriteString(conn, req1+"\n")
+	// The POST has answered (Write returned after the body was sent; give
+	// the answer time to be held): the stream now sends the update first.
+	f.events <- upd
+	f.events <- resp1
+	f.events <- upd2
+	for _, want := range []string{upd, resp1, upd2} {
+		if got := readLine(t, r); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	}
+}
+
+// A replay gap answers pending requests with an error (or their held body),
+// and a response arriving later for them is dropped.
+func TestACPConnReplayGap(t *testing.T) {
+	f := newFakeDaemon(t, func(body string) (int, string) {
+		if strings.Contains(body, `"id":2`) {
+			return 202, ""
+		}
+		return 200, resp1
+	})
+	conn, r := dialFake(t, f)
+	io.WriteString(conn, req1+"\n")
+	f.events <- resp1
+	if got := readLine(t, r); got != resp1 {
+		t.Fatalf("got %s", got)
+	}
+	io.WriteString(conn, `{"jsonrpc":"2.0","id":2,"method":"session/prompt"}`+"\n")
+	f.events <- `gap:{"jsonrpc":"2.0","method":"_adapter/replay_gap","params":{"lastEventId":1,"oldestAvailable":9}}`
+	got := readLine(t, r)
+	var m struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 2 || m.Error.Code != -32603 || !strings.Contains(m.Error.Message, "replay gap") {
+		t.Fatalf("after a gap: %s", got)
+	}
+	f.events <- `{"jsonrpc":"2.0","id":2,"result":{}}`
+	f.events <- upd
+	if got := readLine(t, r); got != upd {
+		t.Fatalf("late response not dropped: %s", got)
+	}
+}
+
+// A problem answer becomes a JSON-RPC error carrying the problem document,
+// and the agent's late response is dropped.
+func TestACPConnProblemAnswer(t *testing.T) {
+	problem := `{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`
+	f := newFakeDaemon(t, func(body string) (int, string) {
+		if strings.Contains(body, `"id":1`) {
+			return 504, problem
+		}
+		return 202, ""
+	})
+	conn, r := dialFake(t, f)
+	// The stream starts with the first 2xx: a notification.
+	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+	io.WriteString(conn, req1+"\n")
+	got := readLine(t, r)
+	var m struct {
+		ID    int `json:"id"`
+		Error struct {
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 1 || !strings.Contains(string(m.Error.Data), "urn:sandbox-agent:error:timeout") {
+		t.Fatalf("problem answer: %s", got)
+	}
+	f.events <- resp1
+	f.events <- upd
+	if got := readLine(t, r); got != upd {
+		t.Fatalf("late response not dropped: %s", got)
+	}
+}
+
+// Close stops every goroutine the connection started, even with a POST and
+// the stream in flight.
+func TestACPConnCloseLeavesNoGoroutine(t *testing.T) {
+	block := make(chan struct{})
+	f := newFakeDaemon(t, func(body string) (int, string) {
+		if strings.Contains(body, `"id":1`) {
+			<-block
+		}
+		return 202, ""
+	})
+	defer close(block)
+	conn, _ := dialFake(t, f)
+	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+	io.WriteString(conn, req1+"\n") // hangs in the daemon
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	if strings.Contains(stacks, "httpclient.(*ACPConn)") {
+		t.Fatalf("goroutines of the connection left after Close:\n%s", stacks)
+	}
+	if _, err := conn.Read(make([]byte, 10)); err != ErrClosed {
+		t.Fatalf("read after close: %v", err)
+	}
+	if _, err := conn.Write([]byte(req1 + "\n")); err == nil {
+		t.Fatal("write after close succeeded")
+	}
+}
