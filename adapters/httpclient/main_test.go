@@ -73,4 +73,3 @@ func runWithDaemon(m *testing.M) int {
 	}
 	return m.Run()
 }
-
