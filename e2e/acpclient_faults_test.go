@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,4 +334,22 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// TestBridgeSIGTERM: SIGTERM during a turn is a clean end too: exit 0, the
+// owned instance deleted.
+func TestBridgeSIGTERM(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	b := startBridge(t, d, "--agent", "mock")
+	lr := newLineReader(b.stdout)
+	sid := openSession(t, b.stdin, lr)
+	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
+	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	if err := b.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	if s := listServers(t, d); len(s) != 0 {
+		t.Fatalf("instance left: %+v", s)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 )
 
-const acpBridgeUsage = `usage: sandbox-agent acp --agent AGENT [--endpoint URL] [--server-id ID] [flags]
-
-Speaks ACP on stdio (one JSON-RPC message per line) for an agent that runs
+const acpBridgeLong = `Speak ACP on stdio (one JSON-RPC message per line) for an agent that runs
 behind a sandbox-agent daemon: editors and other ACP clients spawn this
 command as their agent. stdout carries protocol only; logs go to stderr.
 
@@ -26,11 +25,12 @@ Without --server-id a fresh instance is created and deleted at exit; with
 one, the command attaches to that instance (creating it if needed) and
 leaves it running unless --delete-on-exit.
 
-The token is read from --token-file or $SANDBOX_AGENT_TOKEN (never from the
-command line, where other users could read it).
+The token is read from --token-file or $SANDBOX_AGENT_TOKEN, never from the
+command line, where other users of the machine could read it.
 
-Flags:
-`
+stdin closed or SIGTERM: what is in flight is finished, the owned instance
+deleted, exit 0. The daemon unreachable for --reconnect-timeout, or the
+instance gone: pending requests get JSON-RPC errors, exit 1.`
 
 // bridgeConfig is the parsed command line of "sandbox-agent acp".
 type bridgeConfig struct {
@@ -40,22 +40,49 @@ type bridgeConfig struct {
 	logLevel, logFormat                  string
 }
 
-func init() { extraCommands["acp"] = runACPBridge }
+func init() { extraCommands = append(extraCommands, newACPBridgeCmd) }
 
-// runACPBridge is "sandbox-agent acp": see acpBridgeUsage.
-func runACPBridge(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// newACPBridgeCmd is "sandbox-agent acp": see acpBridgeLong.
+func newACPBridgeCmd() *cobra.Command {
 	var cfg bridgeConfig
-	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, acpBridgeUsage)
-		fs.PrintDefaults()
+	cmd := &cobra.Command{
+		Use:   "acp --agent AGENT [--endpoint URL] [--server-id ID]",
+		Short: "Speak ACP on stdio for an agent running behind a daemon (for editors)",
+		Long:  acpBridgeLong,
+		Example: `  sandbox-agent acp --endpoint http://sandbox:2468 --agent claude
+  SANDBOX_AGENT_TOKEN=... sandbox-agent acp --agent codex --server-id my-project`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fs := c.Flags()
+			if !fs.Changed("endpoint") {
+				if cfg.endpoint = os.Getenv("SANDBOX_AGENT_ENDPOINT"); cfg.endpoint == "" {
+					cfg.endpoint = defaultEndpoint
+				}
+			}
+			if cfg.agent == "" && cfg.serverID == "" {
+				return usagef("--agent is required (or --server-id of an existing instance)")
+			}
+			if cfg.reconnectTimeout <= 0 {
+				return usagef("--reconnect-timeout must be positive")
+			}
+			token := os.Getenv("SANDBOX_AGENT_TOKEN")
+			if cfg.tokenFile != "" {
+				b, err := os.ReadFile(cfg.tokenFile)
+				if err != nil {
+					return fmt.Errorf("--token-file: %w", err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			log, err := newLogger(c.ErrOrStderr(), cfg.logFormat, cfg.logLevel)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			client := &httpclient.Client{BaseURL: cfg.endpoint, Token: token}
+			return bridgeACP(c.Context(), client, cfg, c.InOrStdin(), c.OutOrStdout(), log)
+		},
 	}
-	endpoint := os.Getenv("SANDBOX_AGENT_ENDPOINT")
-	if endpoint == "" {
-		endpoint = "http://127.0.0.1:2468"
-	}
-	fs.StringVar(&cfg.endpoint, "endpoint", endpoint, "daemon URL (default $SANDBOX_AGENT_ENDPOINT or http://127.0.0.1:2468)")
+	fs := cmd.Flags()
+	fs.StringVarP(&cfg.endpoint, "endpoint", "e", "", "URL of the daemon (default: $SANDBOX_AGENT_ENDPOINT, else "+defaultEndpoint+")")
 	fs.StringVar(&cfg.agent, "agent", "", "agent to run (required unless --server-id names an existing instance)")
 	fs.StringVar(&cfg.serverID, "server-id", "", "attach to (or create) this instance; default: a fresh one, deleted at exit")
 	fs.StringVar(&cfg.tokenFile, "token-file", "", "file holding the bearer token (default: $SANDBOX_AGENT_TOKEN)")
@@ -63,35 +90,7 @@ func runACPBridge(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs.DurationVar(&cfg.reconnectTimeout, "reconnect-timeout", 30*time.Second, "give up after the daemon was unreachable this long")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "text, color or json")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("acp: %v", err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("acp: unexpected argument %q", fs.Arg(0))
-	}
-	if cfg.agent == "" && cfg.serverID == "" {
-		return usagef("acp: --agent is required")
-	}
-	if cfg.reconnectTimeout <= 0 {
-		return usagef("acp: --reconnect-timeout must be positive")
-	}
-	token := os.Getenv("SANDBOX_AGENT_TOKEN")
-	if cfg.tokenFile != "" {
-		b, err := os.ReadFile(cfg.tokenFile)
-		if err != nil {
-			return fmt.Errorf("acp: --token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	log, err := newLogger(stderr, cfg.logFormat, cfg.logLevel)
-	if err != nil {
-		return usagef("acp: %v", err)
-	}
-	c := &httpclient.Client{BaseURL: cfg.endpoint, Token: token}
-	return bridgeACP(ctx, c, cfg, stdin, stdout, log)
+	return cmd
 }
 
 // bridgeACP copies stdin lines to the instance and the agent's messages to
