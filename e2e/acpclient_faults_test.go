@@ -353,3 +353,37 @@ func TestBridgeSIGTERM(t *testing.T) {
 		t.Fatalf("instance left: %+v", s)
 	}
 }
+
+// TestBridgeAgentExits: the agent dying mid-turn ends the bridge like a
+// local agent's death would: the pending prompt answered with an error
+// (once), exit 1 naming the exit code.
+func TestBridgeAgentExits(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	b := startBridge(t, d, "--agent", "mock")
+	lr := newLineReader(b.stdout)
+	sid := openSession(t, b.stdin, lr)
+	io.WriteString(b.stdin, promptMsg(3, sid, "exit 3")+"\n")
+	lines := lr.untilID(t, "3", 20*time.Second)
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"error"`) {
+		t.Fatalf("pending prompt answered with %q", last)
+	}
+	if code := exitCode(b.wait(t, 10*time.Second)); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if !strings.Contains(b.stderr.String(), "agent process exited with code 3") {
+		t.Fatalf("stderr lacks the reason:\n%s", b.stderr.String())
+	}
+	for {
+		select {
+		case l, ok := <-lr.lines:
+			if ok && strings.Contains(l, `"id":3`) {
+				t.Fatalf("second answer for the prompt: %s", l)
+			}
+			if !ok {
+				return
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("stdout not closed")
+		}
+	}
+}

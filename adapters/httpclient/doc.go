@@ -1,4 +1,48 @@
-// Package httpclient is a small Go client of the daemon's own HTTP API,
-// used by the CLI ("sandbox-agent api ..."). Problem answers become
-// *Problem errors carrying the status, type and details the daemon sent.
+// Package httpclient is the Go client of the sandbox-agent daemon's HTTP
+// API: the one the sandbox-agent command line itself uses, and a public API
+// for Go programs that drive agents in a sandbox.
+//
+//	import "github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+//
+//	c := &httpclient.Client{BaseURL: "http://127.0.0.1:2468", Token: token}
+//
+// It stays in adapters/ (where the project layout puts every technology
+// adapter, and where the CLI finds it) rather than at the module root: the
+// layout is fixed, and the path is just as importable. It imports nothing
+// of the daemon but domain's value types, so using it pulls in no server
+// code; the e2e tests, which may not import the daemon, use it for that
+// reason.
+//
+// # Calls
+//
+// Every route has a typed call taking a context: Health; ListAgents, Agent,
+// InstallAgent (InstallAgentWithProgress); FSEntries, FSStat, OpenFile
+// (streamed, with a byte range), ReadFile, WriteFile (streamed from an
+// io.Reader), DeleteFSEntry, Mkdir, Move, UploadBatch (a tar streamed from an
+// io.Reader); MCPConfig, SetMCPConfig, DeleteMCPConfig and the skills
+// equivalents; ListACPServers, ACPStderr, CloseACP; PostACP and StreamACP
+// for the raw ACP transport. Do and Send reach anything else.
+//
+// Every non-2xx answer is returned as a *Problem, the daemon's
+// application/problem+json document (status, type, detail, extensions and
+// the raw body); get it with errors.As.
+//
+// # ACP
+//
+// DialACP returns an ACPConn: an io.Reader of the agent's messages and an
+// io.Writer for the client's, one JSON-RPC message per line, exactly like
+// the pipes of a local agent process, so it plugs into acp-go-sdk:
+//
+//	conn, err := c.DialACP(ctx, "my-session", "claude", &httpclient.ACPOptions{DeleteOnClose: true})
+//	...
+//	defer conn.Close()
+//	agent := acp.NewClientSideConnection(myClient, conn, conn)
+//
+// Every agent message is delivered once, unchanged, in the order the agent
+// wrote it (a result never overtakes the updates before it), across event
+// stream reconnects, POST retries and daemon hiccups up to
+// ACPOptions.ReconnectTimeout; see ACPConn for how. "sandbox-agent acp", the
+// stdio bridge for editors, is this connection copied to stdin and stdout.
+//
+// SSEReader is the package's Server-Sent Events parser, usable on its own.
 package httpclient
