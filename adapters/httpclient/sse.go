@@ -98,7 +98,7 @@ func (s *SSEReader) Next() (SSEEvent, error) {
 	}
 }
 
-// line reads one line without its end. A line may end in LF, CRLF or a
+// line reads one line without its end (valid until the next call). A line may end in LF, CRLF or a
 // lone CR; after a CR a following LF is skipped when the next line is read,
 // so a CR-terminated event is dispatched without waiting for more bytes.
 func (s *SSEReader) line() ([]byte, error) {
@@ -129,8 +129,14 @@ func (s *SSEReader) line() ([]byte, error) {
 			}
 			continue
 		}
-		buf = append(buf, p[:i]...)
 		s.skipLF = p[i] == '\r'
+		if buf == nil {
+			// The whole line is buffered: return it in place. It stays
+			// valid until the next read, and Next copies what it keeps.
+			_, _ = s.r.Discard(i + 1)
+			return p[:i:i], nil
+		}
+		buf = append(buf, p[:i]...)
 		_, _ = s.r.Discard(i + 1)
 		if len(buf) > s.max+64 {
 			return nil, fmt.Errorf("%w (%d bytes)", ErrSSEEventTooLarge, s.max)

@@ -86,3 +86,28 @@ func FuzzSSEReader(f *testing.F) {
 		t.Fatal("more events than input bytes")
 	})
 }
+
+// BenchmarkSSEReader parses daemon-shaped frames from memory; the cost per
+// event of the reader itself.
+func BenchmarkSSEReader(b *testing.B) {
+	var sb strings.Builder
+	for i := range 1000 {
+		sb.WriteString("event: message\nid: ")
+		sb.WriteString(strings.Repeat("9", 1+i%6))
+		sb.WriteString(`
+data: {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"mock-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"mock: chunk 123"}}}}
+
+`)
+	}
+	in := sb.String()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		r := NewSSEReader(strings.NewReader(in), 0)
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/event")
+}

@@ -42,6 +42,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 )
 
 const refPackage = "@sandbox-agent/cli-linux-x64@0.4.2"
@@ -600,16 +602,14 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (rate float
 	seen := make([]bool, n+1)
 	got := 0
 	var last time.Time
-	r := bufio.NewReaderSize(resp.Body, 1<<20)
+	r := httpclient.NewSSEReader(resp.Body, 0)
 	marker := []byte(`mock: chunk `)
 	for {
-		line, err := r.ReadSlice('\n')
+		ev, err := r.Next()
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("stream ended after %d updates: %w", got, err)
 		}
-		if !bytes.HasPrefix(line, []byte("data: ")) {
-			continue
-		}
+		line := ev.Data
 		if i := bytes.Index(line, marker); i >= 0 {
 			rest := line[i+len(marker):]
 			j := bytes.IndexByte(rest, '"')
