@@ -187,6 +187,8 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 		return nil, fmt.Errorf("dial acp %q: the instance runs agent %q, not %q", serverID, existing.Agent, agent)
 	case existing == nil && agent == "":
 		return nil, fmt.Errorf("dial acp %q: no such instance, and no agent given to create it", serverID)
+	case existing != nil && existing.State == "exited":
+		return nil, fmt.Errorf("dial acp %q: the instance's agent has exited; delete the instance (DELETE /v1/acp/%s) or use another id", serverID, url.PathEscape(serverID))
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	conn := &ACPConn{
@@ -520,6 +522,7 @@ func (a *ACPConn) stream() {
 	var downSince time.Time
 	backoff := 20 * time.Millisecond
 	for {
+		started := time.Now()
 		connected, err := a.streamOnce()
 		if a.ctx.Err() != nil {
 			return
@@ -534,9 +537,18 @@ func (a *ACPConn) stream() {
 			return
 		case errors.Is(err, errStopStream):
 			return
+		case errors.Is(err, ErrSSEEventTooLarge):
+			a.fail(fmt.Errorf("acp stream %q: %w", a.serverID, err)) // a reconnect would replay it
+			return
 		}
 		if connected {
-			downSince, backoff = time.Time{}, 20*time.Millisecond
+			// The daemon was there: the reconnect timeout counts from now.
+			// A daemon that answers and hangs up at once, over and over,
+			// still backs off.
+			downSince = time.Time{}
+			if time.Since(started) > time.Second {
+				backoff = 20 * time.Millisecond
+			}
 		}
 		if downSince.IsZero() {
 			downSince = time.Now()

@@ -227,3 +227,37 @@ func TestACPConnCloseLeavesNoGoroutine(t *testing.T) {
 		t.Fatal("write after close succeeded")
 	}
 }
+
+// A line past MaxMessage fails Write instead of growing without bound.
+func TestACPConnMaxMessage(t *testing.T) {
+	f := newFakeDaemon(t, func(string) (int, string) { return 202, "" })
+	c := &Client{BaseURL: f.srv.URL}
+	conn, err := c.DialACP(context.Background(), "s", "fake", &ACPOptions{MaxMessage: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(strings.Repeat("x", 40))); err != nil {
+		t.Fatal(err) // partial line, under the limit
+	}
+	if _, err := conn.Write([]byte(strings.Repeat("x", 40))); err == nil || !strings.Contains(err.Error(), "longer than 64 bytes") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Attaching to an instance whose agent exited is refused with a clear
+// error instead of a connection that can only fail.
+func TestDialACPExitedInstance(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"servers":[{"serverId":"s","agent":"mock","state":"exited","exitCode":1}]}`)
+	}))
+	defer srv.Close()
+	_, err := (&Client{BaseURL: srv.URL}).DialACP(context.Background(), "s", "", nil)
+	if err == nil || !strings.Contains(err.Error(), "agent has exited") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = (&Client{BaseURL: srv.URL}).DialACP(context.Background(), "s", "claude", nil)
+	if err == nil || !strings.Contains(err.Error(), `runs agent "mock"`) {
+		t.Fatalf("agent mismatch: err = %v", err)
+	}
+}

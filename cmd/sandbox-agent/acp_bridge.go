@@ -129,10 +129,14 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 	outOver := false
 	select {
 	case err := <-inDone:
-		if err != nil && conn.Err() == nil {
-			log.Warn("reading stdin", "err", err)
-		}
-		if conn.Err() == nil {
+		switch {
+		case conn.Err() != nil:
+			failure = conn.Err()
+		case err != nil:
+			// stdin unreadable, or a line past the size limit: the
+			// session cannot go on correctly.
+			failure = fmt.Errorf("stdin: %w", err)
+		default:
 			log.Debug("stdin closed; finishing")
 		}
 	case <-ctx.Done():
@@ -152,6 +156,15 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 		cancel()
 		if err := conn.Err(); err != nil {
 			failure = err
+		}
+	}
+	if conn.Err() != nil && !outOver {
+		// The connection failed: the reader gets the errors for pending
+		// requests, then the failure; let them reach stdout first.
+		select {
+		case <-outDone:
+			outOver = true
+		case <-time.After(10 * time.Second):
 		}
 	}
 	if err := conn.Close(); err != nil {
