@@ -387,3 +387,32 @@ func TestBridgeAgentExits(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeLateResponse: a request that outlives the daemon's synchronous
+// request timeout still gets the agent's response, once, not a timeout
+// error: a local agent has no such timeout.
+func TestBridgeLateResponse(t *testing.T) {
+	d := startDaemon(t, daemonOpts{Args: withTestAgent(t), Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=200"}})
+	b := startBridge(t, d, "--agent", "test")
+	lr := newLineReader(b.stdout)
+	io.WriteString(b.stdin, `{"jsonrpc":"2.0","id":"slow","method":"take/time","params":{"delayMs":700}}`+"\n")
+	io.WriteString(b.stdin, `{"jsonrpc":"2.0","id":"fast","method":"quick"}`+"\n")
+	want := map[string]bool{
+		`{"jsonrpc":"2.0","id":"slow","result":{"echoedMethod":"take/time"}}`: true,
+		`{"jsonrpc":"2.0","id":"fast","result":{"echoedMethod":"quick"}}`:     true,
+	}
+	for range 2 {
+		if l := lr.next(t, 20*time.Second); !want[l] {
+			t.Fatalf("unexpected line %s", l)
+		} else {
+			delete(want, l)
+		}
+	}
+	b.stdin.Close()
+	if err := b.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if l, ok := <-lr.lines; ok {
+		t.Fatalf("extra line: %s", l)
+	}
+}

@@ -814,6 +814,14 @@ func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}) 
 				a.posted(f, http.StatusAccepted, nil)
 				return
 			}
+			if p.Kind() == "timeout" && f.Kind == domain.FrameRequest {
+				// The daemon stopped waiting, the agent did not: its late
+				// response goes to the stream, and from there to the
+				// reader, as it would from a local agent.
+				a.log.Info("acp request outlived the daemon's request timeout; its response will come on the stream", "method", f.Method, "id", string(f.ID))
+				a.posted(f, http.StatusAccepted, nil)
+				return
+			}
 			a.postProblem(f, p)
 			return
 		}

@@ -167,12 +167,12 @@ func TestACPConnReplayGap(t *testing.T) {
 }
 
 // A problem answer becomes a JSON-RPC error carrying the problem document,
-// and the agent's late response is dropped.
+// and a response arriving later for that id is dropped.
 func TestACPConnProblemAnswer(t *testing.T) {
-	problem := `{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`
+	problem := `{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: write failed","details":{"message":"write failed"}}`
 	f := newFakeDaemon(t, func(body string) (int, string) {
 		if strings.Contains(body, `"id":1`) {
-			return 504, problem
+			return 502, problem
 		}
 		return 202, ""
 	})
@@ -188,13 +188,36 @@ func TestACPConnProblemAnswer(t *testing.T) {
 			Data    json.RawMessage `json:"data"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 1 || !strings.Contains(string(m.Error.Data), "urn:sandbox-agent:error:timeout") {
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 1 || !strings.Contains(string(m.Error.Data), "urn:sandbox-agent:error:stream_error") {
 		t.Fatalf("problem answer: %s", got)
 	}
 	f.events <- resp1
 	f.events <- upd
 	if got := readLine(t, r); got != upd {
 		t.Fatalf("late response not dropped: %s", got)
+	}
+}
+
+// A request the daemon gave up waiting for (504 timeout) is answered by the
+// agent's late response from the stream, once, not by an error.
+func TestACPConnTimeoutLateResponse(t *testing.T) {
+	problem := `{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`
+	f := newFakeDaemon(t, func(body string) (int, string) {
+		if strings.Contains(body, `"id":1`) {
+			return 504, problem
+		}
+		return 202, ""
+	})
+	conn, r := dialFake(t, f)
+	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+	io.WriteString(conn, req1+"\n")
+	f.events <- upd
+	f.events <- resp1
+	f.events <- upd2
+	for _, want := range []string{upd, resp1, upd2} {
+		if got := readLine(t, r); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
 	}
 }
 
