@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -282,5 +283,65 @@ func TestDialACPExitedInstance(t *testing.T) {
 	_, err = (&Client{BaseURL: srv.URL}).DialACP(context.Background(), "s", "claude", nil)
 	if err == nil || !strings.Contains(err.Error(), `runs agent "mock"`) {
 		t.Fatalf("agent mismatch: err = %v", err)
+	}
+}
+
+// flakyListener resets the connections it accepts whose number (from 1)
+// is in drop, as a restarting daemon or a proxy dropping connections would.
+type flakyListener struct {
+	net.Listener
+	mu      sync.Mutex
+	n       int
+	drop    map[int]bool
+	dropped int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		l.n++
+		drop := l.drop[l.n]
+		if drop {
+			l.dropped++
+		}
+		l.mu.Unlock()
+		if !drop {
+			return c, nil
+		}
+		c.(*net.TCPConn).SetLinger(0) // reset, not a clean close
+		c.Close()
+	}
+}
+
+// A POST whose connection is reset before any answer is retried; the
+// message reaches the daemon once.
+func TestACPConnRetriesPost(t *testing.T) {
+	f := &fakeDaemon{t: t, events: make(chan string, 100), post: func(string) (int, string) { return 202, "" }}
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	fl := &flakyListener{Listener: f.srv.Listener, drop: map[int]bool{2: true, 3: true, 4: true}}
+	f.srv.Listener = fl
+	f.srv.Start()
+	t.Cleanup(f.srv.Close)
+	c := &Client{BaseURL: f.srv.URL, HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	conn, err := c.DialACP(context.Background(), "s", "fake", nil) // connection 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, `{"jsonrpc":"2.0","method":"n","params":{}}`+"\n"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	f.mu.Lock()
+	posts := f.posts
+	f.mu.Unlock()
+	fl.mu.Lock()
+	dropped := fl.dropped
+	fl.mu.Unlock()
+	if dropped != 3 || len(posts) != 1 || !strings.Contains(posts[0], `"method":"n"`) {
+		t.Fatalf("%d connections reset; posts: %q", dropped, posts)
 	}
 }
