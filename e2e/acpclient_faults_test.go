@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,22 +247,42 @@ func TestBridgeDaemonGone(t *testing.T) {
 	t.Logf("gave up %v after the cut (--reconnect-timeout 1s)", time.Since(start).Round(time.Millisecond))
 }
 
-// TestGoClientStreamCutMidBurst cuts every connection (the event stream and
-// the POST connections) several times during a 5000-update turn: every
-// update arrives exactly once, in order, then the result.
-func TestGoClientStreamCutMidBurst(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	proxy := startProxy(t, d.URL)
-	c := &httpclient.Client{BaseURL: proxy.URL()}
-	conn, err := c.DialACP(context.Background(), "cut", "mock", &httpclient.ACPOptions{DeleteOnClose: true, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	lr := newLineReader(conn)
-	sid := openSession(t, conn, lr)
+// TestStreamCutMidBurst cuts every connection (the event stream and the
+// POST connections) several times during a 5000-update turn, through the
+// Go client and through the bridge: every update arrives exactly once, in
+// order, then the result.
+func TestStreamCutMidBurst(t *testing.T) {
+	t.Run("go-client", func(t *testing.T) {
+		d := startDaemon(t, daemonOpts{})
+		proxy := startProxy(t, d.URL)
+		c := &httpclient.Client{BaseURL: proxy.URL()}
+		var logs lockedBuffer
+		conn, err := c.DialACP(context.Background(), "cut", "mock", &httpclient.ACPOptions{DeleteOnClose: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		burstThroughCuts(t, proxy, conn, newLineReader(conn))
+		if n := strings.Count(logs.String(), "reconnecting"); n < 3 {
+			t.Fatalf("%d stream reconnects, want at least 3:\n%s", n, logs.String())
+		}
+	})
+	t.Run("bridge", func(t *testing.T) {
+		d := startDaemon(t, daemonOpts{})
+		proxy := startProxy(t, d.URL)
+		b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock")
+		burstThroughCuts(t, proxy, b.stdin, newLineReader(b.stdout))
+		if n := strings.Count(b.stderr.String(), "reconnecting"); n < 3 {
+			t.Fatalf("%d stream reconnects, want at least 3", n)
+		}
+	})
+}
+
+func burstThroughCuts(t *testing.T, proxy *tcpProxy, w io.Writer, lr *lineReader) {
+	t.Helper()
+	sid := openSession(t, w, lr)
 	const n = 5000
-	io.WriteString(conn, promptMsg(3, sid, "stream "+strconv.Itoa(n))+"\n")
+	io.WriteString(w, promptMsg(3, sid, "stream "+strconv.Itoa(n))+"\n")
 	next := 1
 	for {
 		l := lr.next(t, 30*time.Second)
@@ -414,5 +435,30 @@ func TestBridgeLateResponse(t *testing.T) {
 	}
 	if l, ok := <-lr.lines; ok {
 		t.Fatalf("extra line: %s", l)
+	}
+}
+
+// TestBridgeToken: the bridge reads its token from --token-file (or
+// SANDBOX_AGENT_TOKEN); without one it exits 1 saying the daemon refused it.
+func TestBridgeToken(t *testing.T) {
+	d := startDaemon(t, daemonOpts{Args: []string{"--token", "s3cret"}})
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, d, "--agent", "mock", "--token-file", tokenFile)
+	lr := newLineReader(b.stdout)
+	openSession(t, b.stdin, lr)
+	b.stdin.Close()
+	if err := b.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+
+	cmd := exec.Command(binary, "acp", "--endpoint", d.URL, "--agent", "mock")
+	cmd.Env = append(os.Environ(), "SANDBOX_AGENT_TOKEN=wrong")
+	cmd.Stdin = strings.NewReader(initMsg + "\n")
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 1 || !strings.Contains(string(out), "401") {
+		t.Fatalf("wrong token: %v\n%s", err, out)
 	}
 }
