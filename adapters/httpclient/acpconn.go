@@ -36,7 +36,7 @@ type ACPOptions struct {
 	MaxMessage int
 }
 
-// Errors that end an ACPConn. Conn.Err and Read return them (wrapped, with
+// Errors that end an ACPConn. ACPConn.Err and Read return them (wrapped, with
 // what happened) after every message received before the failure and a
 // JSON-RPC error for each request still pending.
 var (
@@ -90,7 +90,10 @@ const (
 // never overtakes the updates written before it and nothing is delivered
 // twice. The stream reconnects with Last-Event-ID after a cut. Only when
 // the stream can no longer deliver a held response (a replay gap, the
-// daemon gone) is the held copy delivered instead.
+// daemon gone) is the held copy delivered instead. A request the daemon
+// stopped waiting for (504) is answered by the agent's late response from
+// the stream; other problem answers become a JSON-RPC error for that
+// request (code -32603, the problem document as error.data).
 //
 // Outgoing lines are sent in order, each as its own POST, the next one
 // starting only when the previous one was taken: a notification or a
