@@ -462,3 +462,22 @@ func TestBridgeToken(t *testing.T) {
 		t.Fatalf("wrong token: %v\n%s", err, out)
 	}
 }
+
+// TestBridgeStartsBeforeDaemon: an editor may spawn the bridge before the
+// sandbox's daemon listens; it waits (up to --reconnect-timeout) instead of
+// failing at once.
+func TestBridgeStartsBeforeDaemon(t *testing.T) {
+	proxy := startProxy(t, "127.0.0.1:9") // nothing listens yet
+	b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
+	io.WriteString(b.stdin, initMsg+"\n")
+	d := startDaemon(t, daemonOpts{})
+	proxy.setTarget(d.URL)
+	lr := newLineReader(b.stdout)
+	if l := lr.next(t, 20*time.Second); !strings.HasPrefix(l, `{"jsonrpc":"2.0","id":1,"result":`) {
+		t.Fatalf("initialize answer: %s", l)
+	}
+	b.stdin.Close()
+	if err := b.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}

@@ -156,10 +156,12 @@ type pendingRequest struct {
 // connection attaches to it and reads only what the agent writes from now
 // on (agent, when given, must match the instance's); otherwise agent is
 // required and the first message written creates the instance (POST
-// ?agent=). opts may be nil. The caller must Close the connection.
+// ?agent=). A daemon that is not reachable yet is waited for up to
+// ACPOptions.ReconnectTimeout (bounded by ctx). opts may be nil. The caller
+// must Close the connection.
 func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPOptions) (*ACPConn, error) {
-	if serverID == "" {
-		return nil, errors.New("dial acp: empty server id")
+	if !domain.ValidServerID(serverID) {
+		return nil, fmt.Errorf("dial acp %q: a server id is a non-empty path segment (no '/'), at most %d bytes", serverID, domain.MaxServerIDLen)
 	}
 	var o ACPOptions
 	if opts != nil {
@@ -175,7 +177,7 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	servers, err := c.ListACPServers(ctx)
+	servers, err := c.listPatiently(ctx, o.ReconnectTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("dial acp %q: %w", serverID, err)
 	}
@@ -210,6 +212,27 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 	conn.wg.Add(1)
 	go conn.stream()
 	return conn, nil
+}
+
+// listPatiently lists the instances, waiting up to patience for a daemon
+// that is not listening yet (an editor may start before the sandbox is up).
+// Answers, problems included, are final.
+func (c *Client) listPatiently(ctx context.Context, patience time.Duration) ([]ACPServer, error) {
+	deadline := time.Now().Add(patience)
+	backoff := 50 * time.Millisecond
+	for {
+		servers, err := c.ListACPServers(ctx)
+		var p *Problem
+		if err == nil || errors.As(err, &p) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			return servers, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		backoff = min(backoff*2, time.Second)
+	}
 }
 
 // ServerID is the instance this connection talks to.
