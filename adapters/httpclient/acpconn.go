@@ -73,6 +73,7 @@ const rpcInternalError = -32603
 const (
 	streamIdleTimeout = 45 * time.Second // three missed 15 s heartbeats
 	maxQueued         = 1024             // delivered lines waiting for Read before the stream pauses
+	maxQueuedBytes    = 64 << 20         // ... or their bytes
 	maxAnswered       = 4096             // ids remembered to drop a second copy of a response
 )
 
@@ -130,20 +131,21 @@ type ACPConn struct {
 	startStream     chan struct{} // closed once the instance is known to exist
 	startStreamOnce sync.Once
 
-	mu       sync.Mutex
-	agent    string        // ?agent= for POSTs until one succeeded
-	lastSeq  uint64        // last event id delivered (stream goroutine writes)
-	queue    [][]byte      // agent lines not yet read, in order
-	partial  []byte        // the rest of a line a Read did not take whole
-	inflight int           // request POSTs in flight
-	postDone chan struct{} // cap 1: a request POST finished
-	ended    bool          // no more lines will be queued
-	endErr   error         // nil: the reader gets io.EOF
-	pending  map[string]*pendingRequest
-	answered map[string]struct{}
-	answRing []string
-	wake     chan struct{} // cap 1: a Read has something to return
-	space    chan struct{} // cap 1: a Read shrank the queue
+	mu          sync.Mutex
+	agent       string        // ?agent= for POSTs until one succeeded
+	lastSeq     uint64        // last event id delivered (stream goroutine writes)
+	queue       [][]byte      // agent lines not yet read, in order
+	partial     []byte        // the rest of a line a Read did not take whole
+	queuedBytes int           // bytes in queue
+	inflight    int           // request POSTs in flight
+	postDone    chan struct{} // cap 1: a request POST finished
+	ended       bool          // no more lines will be queued
+	endErr      error         // nil: the reader gets io.EOF
+	pending     map[string]*pendingRequest
+	answered    map[string]struct{}
+	answRing    []string
+	wake        chan struct{} // cap 1: a Read has something to return
+	space       chan struct{} // cap 1: a Read shrank the queue
 }
 
 // pendingRequest is a request sent by the client and not yet answered to it.
@@ -260,6 +262,7 @@ func (a *ACPConn) Read(p []byte) (int, error) {
 				if len(a.queue) == 0 {
 					break
 				}
+				a.queuedBytes -= len(a.queue[0])
 				a.partial = append(a.queue[0], '\n')
 				a.queue[0] = nil
 				a.queue = a.queue[1:]
@@ -442,6 +445,9 @@ func (a *ACPConn) queueLocked(lines ...[]byte) {
 		return
 	}
 	a.queue = append(a.queue, lines...)
+	for _, l := range lines {
+		a.queuedBytes += len(l)
+	}
 	select {
 	case a.wake <- struct{}{}:
 	default:
@@ -469,9 +475,9 @@ func (a *ACPConn) end(err error) {
 func (a *ACPConn) waitSpace() {
 	for {
 		a.mu.Lock()
-		n := len(a.queue)
+		n, size := len(a.queue), a.queuedBytes
 		a.mu.Unlock()
-		if n < maxQueued {
+		if n < maxQueued && size < maxQueuedBytes {
 			return
 		}
 		select {
@@ -816,8 +822,12 @@ func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}) 
 		body := &signalReader{r: bytes.NewReader(line), onEOF: signal}
 		resp, err := a.c.rawLen(a.ctx, http.MethodPost, acpPath(a.serverID), q, body, int64(len(line)), "application/json", http.Header{"Accept": {"application/json"}})
 		if err == nil {
-			answer, rerr := io.ReadAll(resp.Body)
+			// An answer is one agent line; the stream bounds those too.
+			answer, rerr := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxSSEEvent+1))
 			resp.Body.Close()
+			if rerr == nil && len(answer) > DefaultMaxSSEEvent {
+				answer = nil // not held: the stream decides
+			}
 			if rerr == nil {
 				a.posted(f, resp.StatusCode, answer)
 				return
