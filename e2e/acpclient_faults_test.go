@@ -263,8 +263,10 @@ func TestStreamCutMidBurst(t *testing.T) {
 		}
 		defer conn.Close()
 		burstThroughCuts(t, proxy, conn, newLineReader(conn))
-		if n := strings.Count(logs.String(), "reconnecting"); n < 3 {
-			t.Fatalf("%d stream reconnects, want at least 3:\n%s", n, logs.String())
+		// The first cut comes after 1000 of 5000 updates were read: the
+		// stream is mid-burst (later cuts may find it done already).
+		if n := strings.Count(logs.String(), "reconnecting"); n < 1 {
+			t.Fatalf("no stream reconnect:\n%s", logs.String())
 		}
 	})
 	t.Run("bridge", func(t *testing.T) {
@@ -272,8 +274,8 @@ func TestStreamCutMidBurst(t *testing.T) {
 		proxy := startProxy(t, d.URL)
 		b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock")
 		burstThroughCuts(t, proxy, b.stdin, newLineReader(b.stdout))
-		if n := strings.Count(b.stderr.String(), "reconnecting"); n < 3 {
-			t.Fatalf("%d stream reconnects, want at least 3", n)
+		if n := strings.Count(b.stderr.String(), "reconnecting"); n < 1 {
+			t.Fatal("no stream reconnect")
 		}
 	})
 }
