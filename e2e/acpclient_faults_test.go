@@ -108,8 +108,13 @@ type lineReader struct {
 	err   chan error
 }
 
-func newLineReader(r io.Reader) *lineReader {
-	lr := &lineReader{lines: make(chan string, 1<<16), err: make(chan error, 1)}
+func newLineReader(r io.Reader) *lineReader { return newLineReaderBuffered(r, 1<<16) }
+
+// newLineReaderBuffered holds at most n lines ahead of the test, so a test
+// reading slowly slows the connection down (backpressure) instead of the
+// reader soaking everything up.
+func newLineReaderBuffered(r io.Reader, n int) *lineReader {
+	lr := &lineReader{lines: make(chan string, n), err: make(chan error, 1)}
 	go func() {
 		br := bufio.NewReaderSize(r, 1<<20)
 		for {
@@ -262,9 +267,11 @@ func TestStreamCutMidBurst(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		burstThroughCuts(t, proxy, conn, newLineReader(conn))
-		// The first cut comes after 1000 of 5000 updates were read: the
-		// stream is mid-burst (later cuts may find it done already).
+		burstThroughCuts(t, proxy, conn, newLineReaderBuffered(conn, 1))
+		// The reader holds the connection back (its queue is bounded), so
+		// the first cut, after 1000 of 5000 updates, finds the stream
+		// mid-burst. (A later cut may land while the stream is between
+		// connections, cutting nothing.)
 		if n := strings.Count(logs.String(), "reconnecting"); n < 1 {
 			t.Fatalf("no stream reconnect:\n%s", logs.String())
 		}
@@ -273,7 +280,7 @@ func TestStreamCutMidBurst(t *testing.T) {
 		d := startDaemon(t, daemonOpts{})
 		proxy := startProxy(t, d.URL)
 		b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock")
-		burstThroughCuts(t, proxy, b.stdin, newLineReader(b.stdout))
+		burstThroughCuts(t, proxy, b.stdin, newLineReaderBuffered(b.stdout, 1))
 		if n := strings.Count(b.stderr.String(), "reconnecting"); n < 1 {
 			t.Fatal("no stream reconnect")
 		}
