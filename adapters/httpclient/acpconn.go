@@ -124,7 +124,7 @@ type ACPConn struct {
 
 	rmu sync.Mutex // one Read at a time
 
-	wmu         sync.Mutex
+	wsem        chan struct{} // cap 1: held by the Write in progress, or to end writing
 	wbuf        []byte
 	writeClosed bool
 
@@ -201,9 +201,9 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 	conn := &ACPConn{
 		c: c, serverID: serverID, opts: o, log: log.With("server_id", serverID),
 		ctx: cctx, cancel: cancel, done: make(chan struct{}),
-		startStream: make(chan struct{}),
-		agent:       agent,
-		pending:     map[string]*pendingRequest{}, answered: map[string]struct{}{},
+		startStream: make(chan struct{}), wsem: make(chan struct{}, 1),
+		agent:   agent,
+		pending: map[string]*pendingRequest{}, answered: map[string]struct{}{},
 		wake: make(chan struct{}, 1), space: make(chan struct{}, 1), postDone: make(chan struct{}, 1),
 	}
 	if existing != nil {
@@ -302,8 +302,12 @@ func (a *ACPConn) Read(p []byte) (int, error) {
 // daemon as described above, so a slow or unreachable daemon slows the
 // writer down; the connection's error once it has failed.
 func (a *ACPConn) Write(p []byte) (int, error) {
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
+	select {
+	case a.wsem <- struct{}{}:
+	case <-a.done:
+		return 0, a.writeErr()
+	}
+	defer func() { <-a.wsem }()
 	if a.writeClosed {
 		return 0, a.writeErr()
 	}
@@ -354,9 +358,13 @@ func (a *ACPConn) writeErr() error {
 // which may run for hours) are not waited for. Messages from the agent keep
 // arriving until Close.
 func (a *ACPConn) CloseWrite(ctx context.Context) error {
-	a.wmu.Lock() // waits for a Write in progress
-	a.writeClosed = true
-	a.wmu.Unlock()
+	select {
+	case a.wsem <- struct{}{}: // a Write in progress has returned
+		a.writeClosed = true
+		<-a.wsem
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if !a.waitPosts(ctx.Done()) {
 		return ctx.Err()
 	}
@@ -414,9 +422,9 @@ func (a *ACPConn) Close() error {
 	}
 	a.end(ErrClosed)
 	a.cancel()
-	a.wmu.Lock() // a Write in progress has returned (its POST was cancelled)
+	a.wsem <- struct{}{} // a Write in progress has returned (its POST was cancelled)
 	a.writeClosed = true
-	a.wmu.Unlock()
+	<-a.wsem
 	a.wg.Wait()
 	if a.opts.DeleteOnClose {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -720,7 +728,7 @@ func (a *ACPConn) onGap(data []byte) {
 // --- sending ---
 
 // send POSTs one line in order (see ACPConn); it returns false when the
-// connection ended. Called by Write with wmu held.
+// connection ended. Called by Write holding wsem.
 func (a *ACPConn) send(line []byte) bool {
 	f, err := domain.ParseFrame(line)
 	if err != nil {
