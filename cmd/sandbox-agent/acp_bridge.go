@@ -130,6 +130,7 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 
 	var failure error
 	outOver := false
+	finish := 10 * time.Second // stdin closed: what was written gets its answers
 	select {
 	case err := <-inDone:
 		switch {
@@ -144,6 +145,7 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 		}
 	case <-ctx.Done():
 		log.Debug("signal; finishing")
+		finish = 3 * time.Second // a signal asks to stop soon
 	case err := <-outDone:
 		outOver = true
 		failure = err
@@ -154,7 +156,7 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 	if failure == nil {
 		// Finish what is in flight, bounded: a daemon that went away must
 		// not keep the editor waiting.
-		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		wctx, cancel := context.WithTimeout(context.Background(), finish)
 		_ = conn.CloseWrite(wctx)
 		cancel()
 		if err := conn.Err(); err != nil {
