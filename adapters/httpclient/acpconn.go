@@ -179,7 +179,7 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	servers, err := c.listPatiently(ctx, o.ReconnectTimeout)
+	servers, err := c.listPatiently(ctx, o.ReconnectTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("dial acp %q: %w", serverID, err)
 	}
@@ -219,14 +219,20 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 // listPatiently lists the instances, waiting up to patience for a daemon
 // that is not listening yet (an editor may start before the sandbox is up).
 // Answers, problems included, are final.
-func (c *Client) listPatiently(ctx context.Context, patience time.Duration) ([]ACPServer, error) {
+func (c *Client) listPatiently(ctx context.Context, patience time.Duration, log *slog.Logger) ([]ACPServer, error) {
 	deadline := time.Now().Add(patience)
 	backoff := 50 * time.Millisecond
-	for {
+	for waited := false; ; waited = true {
 		servers, err := c.ListACPServers(ctx)
 		var p *Problem
-		if err == nil || errors.As(err, &p) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+		if err == nil || errors.As(err, &p) || ctx.Err() != nil {
 			return servers, err
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return nil, fmt.Errorf("%w at %s for %v: %w", ErrDaemonUnreachable, c.BaseURL, patience, err)
+		}
+		if !waited {
+			log.Warn("daemon not reachable yet; waiting", "endpoint", c.BaseURL, "for", patience, "err", err)
 		}
 		select {
 		case <-time.After(backoff):
