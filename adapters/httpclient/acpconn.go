@@ -920,8 +920,8 @@ func (a *ACPConn) postProblem(f domain.Frame, p *Problem) {
 		a.fail(fmt.Errorf("%w: %q (deleted, or the daemon restarted): %w", ErrInstanceGone, a.serverID, p))
 		return
 	}
+	a.log.Warn("acp post refused", "method", f.Method, "id", string(f.ID), "err", p)
 	if f.Kind != domain.FrameRequest {
-		a.log.Warn("acp post refused", "method", f.Method, "err", p)
 		return
 	}
 	a.mu.Lock()
