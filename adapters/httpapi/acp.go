@@ -83,6 +83,8 @@ func registerACP(api huma.API, cfg *Config) {
 		switch {
 		case errors.Is(err, domain.ErrNotObject):
 			return nil, invalid("request body must be a JSON-RPC object")
+		case errors.Is(err, domain.ErrAmbiguousKey):
+			return nil, invalid("ambiguous JSON-RPC message: %v", err)
 		case err != nil:
 			return nil, invalid("invalid JSON body: %v", err)
 		}

@@ -154,7 +154,7 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 		}
 		if !domain.ValidServerID(req.ServerID) {
 			s.mu.Unlock()
-			return nil, domain.InvalidRequest("server id must be 1 to %d bytes with no '/' or NUL", domain.MaxServerIDLen)
+			return nil, domain.InvalidRequest("server id must be 1 to %d bytes of valid UTF-8 with no '/' or NUL", domain.MaxServerIDLen)
 		}
 		if wait, busy := s.creating[req.ServerID]; busy {
 			s.mu.Unlock()

@@ -217,7 +217,7 @@ func TestBootstrapErrors(t *testing.T) {
 			msg: "missing required 'agent' query parameter for first POST to /v1/acp/s"},
 		{name: "empty agent", req: PostRequest{ServerID: "s", HasAgent: true}, kind: domain.KindUnsupportedAgent},
 		{name: "server id with a slash", req: PostRequest{ServerID: "a/b", Agent: "mock", HasAgent: true}, kind: domain.KindInvalidRequest,
-			msg: "server id must be 1 to 512 bytes with no '/' or NUL"},
+			msg: "server id must be 1 to 512 bytes of valid UTF-8 with no '/' or NUL"},
 		{name: "server id too long", req: PostRequest{ServerID: strings.Repeat("x", 513), Agent: "mock", HasAgent: true}, kind: domain.KindInvalidRequest},
 		{name: "agent id with a slash", req: PostRequest{ServerID: "s", Agent: "../x", HasAgent: true}, kind: domain.KindUnsupportedAgent, msg: "../x"},
 		{name: "launcher error passes through", req: PostRequest{ServerID: "s", Agent: "claude", HasAgent: true},
