@@ -26,6 +26,11 @@ const (
 	KindAgentProcessExited Kind = "agent_process_exited"
 	KindStreamError        Kind = "stream_error"
 	KindTimeout            Kind = "timeout"
+	// KindTooManyInstances (429): --max-instances agents are live.
+	KindTooManyInstances Kind = "too_many_instances"
+	// KindOverloaded (503): a daemon-wide memory budget is spent
+	// (--inflight-bytes).
+	KindOverloaded Kind = "overloaded"
 )
 
 // Error is an error with a kind the client may see. Msg is the part after

@@ -75,7 +75,11 @@ func registerACP(api huma.API, cfg *Config) {
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
 	}, func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
-		body, err := acpPostBody(in.req, cfg.MaxACPBody)
+		body, charged, err := acpPostBody(in.req, cfg.MaxACPBody, cfg.inflight)
+		// The body counts against the budget until the POST is answered:
+		// it is held while it waits for the agent's stdin, and its id
+		// while a synchronous request waits for the response.
+		defer cfg.inflight.give(charged)
 		if err != nil {
 			return nil, err
 		}
@@ -178,32 +182,61 @@ func documentBody(api huma.API, path, method, contentType string, schema *huma.S
 
 // acpPostBody applies the checks of api.md 4.1 in order (content type,
 // accept, size) and reads the body.
-func acpPostBody(r *http.Request, limit int64) ([]byte, error) {
+// It returns what it charged to the in-flight budget, to be given back
+// when the request is answered (also on error).
+func acpPostBody(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
 	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
 		msg := "expected Content-Type: application/json"
-		return nil, &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, 0, &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
 	}
 	if !accepts(r.Header.Get("Accept"), "application/json") {
 		msg := "this endpoint only produces application/json"
-		return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, 0, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
 	}
-	return readLimited(r, limit)
+	return readCharged(r, limit, budget)
 }
 
 // readLimited reads a whole request body of at most limit bytes.
 func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	b, _, err := readCharged(r, limit, nil)
+	return b, err
+}
+
+// readCharged reads a whole request body of at most limit bytes, charging
+// the buffer's capacity to budget (when not nil) as it grows, before the
+// bytes are read: 503 overloaded once the budget is spent. It returns the
+// amount charged, also on error.
+func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, 0, tooLarge(limit)
 	}
 	size := r.ContentLength
 	if size < 0 || size > 1<<20 {
 		size = 512
 	}
+	var charged int64
+	grow := func(n int64) error {
+		if budget == nil {
+			return nil
+		}
+		if !budget.take(n) {
+			return budget.overloaded()
+		}
+		charged += n
+		return nil
+	}
+	if err := grow(size + 1); err != nil {
+		return nil, charged, err
+	}
 	buf := make([]byte, 0, size+1)
 	lr := io.LimitReader(r.Body, limit+1)
 	for {
 		if len(buf) == cap(buf) {
+			old := cap(buf)
 			buf = append(buf, 0)[:len(buf)]
+			if err := grow(int64(cap(buf) - old)); err != nil {
+				return nil, charged, err
+			}
 		}
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -211,13 +244,16 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, invalid("reading request body: %v", err)
+			if e, ok := domain.AsError(err); ok {
+				return nil, charged, e
+			}
+			return nil, charged, invalid("reading request body: %v", err)
 		}
 	}
 	if int64(len(buf)) > limit {
-		return nil, tooLarge(limit)
+		return nil, charged, tooLarge(limit)
 	}
-	return buf, nil
+	return buf, charged, nil
 }
 
 func tooLarge(limit int64) error {

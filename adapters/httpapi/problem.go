@@ -57,10 +57,19 @@ var kindInfo = map[domain.Kind]struct {
 	domain.KindConflict:           {409, "Conflict", "conflict"},
 	domain.KindPayloadTooLarge:    {413, "Payload Too Large", "payload too large"},
 	domain.KindUnsupportedMedia:   {415, "Unsupported Media Type", "unsupported media type"},
+	domain.KindTooManyInstances:   {429, "Too Many Instances", "too many instances"},
 	domain.KindInstallFailed:      {500, "Install Failed", "install failed"},
 	domain.KindAgentProcessExited: {500, "Agent Process Exited", "agent process exited"},
 	domain.KindStreamError:        {502, "Stream Error", "stream error"},
+	domain.KindOverloaded:         {503, "Overloaded", "overloaded"},
 	domain.KindTimeout:            {504, "Timeout", "timeout"},
+}
+
+// retryAfter is the Retry-After (seconds) of the kinds that mean "not now":
+// a slot or a budget frees up as agents exit and requests complete.
+var retryAfter = map[domain.Kind]string{
+	domain.KindTooManyInstances: "5",
+	domain.KindOverloaded:       "1",
 }
 
 // Kinds whose detail is only the prefix, with the message in details.message.
@@ -92,7 +101,7 @@ func problemFor(ctx context.Context, err error) *Problem {
 			if e.Err != nil {
 				logger(ctx).Debug("request failed", "kind", e.Kind, "err", e.Err)
 			}
-			return &Problem{
+			p := &Problem{
 				Type:      "urn:sandbox-agent:error:" + string(e.Kind),
 				Title:     info.title,
 				Status:    status,
@@ -101,6 +110,10 @@ func problemFor(ctx context.Context, err error) *Problem {
 				SessionID: e.SessionID,
 				Details:   e.Details,
 			}
+			if after, ok := retryAfter[e.Kind]; ok {
+				p.withHeader("Retry-After", after)
+			}
+			return p
 		}
 	}
 	if errors.Is(err, context.Canceled) {

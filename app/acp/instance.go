@@ -40,6 +40,12 @@ type instance struct {
 
 	readerDone chan struct{}
 	done       chan struct{} // closed once the exit is fully recorded
+	onExit     func(*instance)
+
+	// Guarded by Instances.mu: the exit was noted (slot freed), and the
+	// timer that forgets the exited instance.
+	exitNoted bool
+	expiry    *time.Timer
 }
 
 // pendingRequest is a request waiting for its response.
@@ -55,13 +61,14 @@ type pendingResult struct {
 	err  error
 }
 
-func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time) *instance {
+func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time, pool *replayPool, onExit func(*instance)) *instance {
 	in := &instance{
 		id:         id,
 		agent:      agent,
 		createdAt:  now,
 		proc:       proc,
-		log:        NewEventLog(opts.ReplayBytes),
+		log:        pool.newLog(opts.ReplayBytes),
+		onExit:     onExit,
 		opts:       opts,
 		logger:     opts.Logger.With("server_id", id, "agent", agent, "pid", proc.PID()),
 		pending:    map[string]*pendingRequest{},
@@ -195,6 +202,11 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 	in.log.Append(domain.AgentExitedMessage(st.Success(), st.Code))
 	in.opts.metrics.exited(st)
 	in.logger.Info("agent exited", "code", codeOrNil(st.Code), "signal", st.Signal)
+	// Free the agent's slot before done: a DELETE returns once done is
+	// closed, and a POST right after it must find the slot free.
+	if in.onExit != nil {
+		in.onExit(in)
+	}
 	close(in.done)
 }
 

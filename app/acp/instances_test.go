@@ -892,3 +892,87 @@ func TestAgentOf(t *testing.T) {
 		t.Fatalf("after delete: %q", got)
 	}
 }
+
+// --max-instances: one more live agent is refused; an exit or a DELETE
+// frees the slot at once.
+func TestMaxInstances(t *testing.T) {
+	r := newACPRig(t, Options{MaxInstances: 2})
+	r.mustPost(t, "a", "x", note)
+	r.mustPost(t, "b", "x", note)
+	_, err := r.post(t, context.Background(), "c", "x", note)
+	e := wantKind(t, err, domain.KindTooManyInstances, "")
+	if e.Details["limit"] != 2 {
+		t.Errorf("details %v", e.Details)
+	}
+	if n := len(r.runner.Processes()); n != 2 {
+		t.Fatalf("%d agents started", n)
+	}
+	// Existing instances still take posts.
+	r.mustPost(t, "a", "", req(1, "echo"))
+	r.s.Delete(context.Background(), "a")
+	r.mustPost(t, "c", "x", note)
+	// An agent that exits frees its slot but stays listed.
+	r.proc(t, 1).Exit(porttest.ExitCode(0))
+	waitExited(t, r, "b")
+	r.mustPost(t, "d", "x", note)
+	if got := len(r.s.List()); got != 3 {
+		t.Errorf("%d listed, want b (exited), c, d", got)
+	}
+}
+
+func waitExited(t *testing.T, r *acpRig, id string) {
+	t.Helper()
+	for range 1000 {
+		for _, s := range r.s.List() {
+			if s.ServerID == id && s.State == "exited" {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%s did not exit", id)
+}
+
+// Exited instances stay listed for ExitedTTL, at most MaxExited of them,
+// and their replay leaves the shared budget when they go.
+func TestExitedInstancesExpire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newACPRig(t, Options{ExitedTTL: time.Minute, MaxExited: 2})
+		for i, id := range []string{"a", "b", "c"} {
+			r.mustPost(t, id, "x", note)
+			say(r.proc(t, i), `{"jsonrpc":"2.0","method":"hello"}`)
+			r.proc(t, i).Exit(porttest.ExitCode(0))
+			synctest.Wait()
+			time.Sleep(time.Second) // exits are ordered in time
+		}
+		ids := func() string {
+			var out []string
+			for _, s := range r.s.List() {
+				out = append(out, s.ServerID+":"+s.State)
+			}
+			return strings.Join(out, ",")
+		}
+		if got := ids(); got != "b:exited,c:exited" {
+			t.Fatalf("listed %s, want the two newest exited", got)
+		}
+		if _, err := r.s.Stderr("a"); !domain.IsKind(err, domain.KindSessionNotFound) {
+			t.Errorf("forgotten instance: %v", err)
+		}
+		r.mustPost(t, "live", "x", note)
+		time.Sleep(58 * time.Second) // b exited at 1 s, c at 2 s; now is 3 s
+		synctest.Wait()
+		if got := ids(); got != "c:exited,live:running" {
+			t.Fatalf("after the TTL of b: %s", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := ids(); got != "live:running" {
+			t.Fatalf("after the TTL of c: %s", got)
+		}
+		if total := r.s.replay.Total(); total != 0 {
+			t.Errorf("replay still holds %d bytes of forgotten instances", total)
+		}
+		// A forgotten id can be started again.
+		r.mustPost(t, "a", "x", note)
+	})
+}

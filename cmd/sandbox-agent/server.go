@@ -87,7 +87,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	defer stopPolicies()
 
-	handler := httpapi.New(httpapi.Config{
+	httpCfg := httpapi.Config{
 		Version:    version,
 		Logger:     log,
 		Instances:  instances,
@@ -104,12 +104,15 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 
 		MetricsPublic:      f.metricsPublic,
 		StreamWriteTimeout: f.streamWrite,
-	})
+	}
+	f.limits.applyHTTP(&httpCfg)
+	handler := httpapi.New(httpCfg)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = f.limits.listener(ln)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -155,6 +158,7 @@ func acpOptions(f *serverFlags, log *slog.Logger) (acp.Options, error) {
 	opts.MaxFrameBytes = f.maxFrame
 	opts.StopGrace = f.stopGrace
 	opts.WriteTimeout = f.stdinWriteTimeout
+	f.limits.apply(&opts)
 	opts.AsyncMethods = map[string]bool{}
 	for _, m := range strings.Split(f.asyncMethods, ",") {
 		if m = strings.TrimSpace(m); m != "" {
