@@ -130,7 +130,7 @@ func TestParseFrameErrors(t *testing.T) {
 		{`{"Error":{}}`, ErrAmbiguousKey},
 		{`{"jsonRPC":"2.0"}`, ErrAmbiguousKey},
 		{`{"m\u0045thod":"x"}`, ErrAmbiguousKey},
-		{"{\"param\u017f\":1}", ErrAmbiguousKey},   // U+017F long s folds to s
+		{"{\"param\u017f\":1}", ErrAmbiguousKey},    // U+017F long s folds to s
 		{"{\"j\xc5\xbfonrpc\":1}", ErrAmbiguousKey}, // the same, raw UTF-8
 	}
 	for _, tt := range tests {
@@ -350,7 +350,7 @@ func agreeWithGo(t *testing.T, b []byte, fr Frame) {
 	t.Helper()
 	var goMsg struct {
 		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage  `json:"method"`
+		Method json.RawMessage `json:"method"`
 	}
 	if err := json.Unmarshal(b, &goMsg); err != nil {
 		t.Fatalf("%q: Go struct decode: %v", b, err)

@@ -40,7 +40,7 @@ type EventLog struct {
 	bytes   int64
 	size    atomic.Int64 // bytes, readable without mu (by the replay pool)
 	max     int64
-	pool    *replayPool // nil for a log with no shared budget
+	pool    *replayPool   // nil for a log with no shared budget
 	next    uint64        // sequence number of the next event
 	wake    chan struct{} // closed on append or close; nil when nobody waits
 	closed  bool
