@@ -72,7 +72,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	wireInstaller(agents, log)
-	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN")}
+	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN"), Supervisor: supervisorExe()}
 	instances := acp.NewInstances(opts, runner, agents)
 
 	files, configs, closeFs, err := newFilesystem(f)
