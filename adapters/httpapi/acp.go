@@ -74,7 +74,7 @@ func registerACP(api huma.API, cfg *Config) {
 			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
+	}, withHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
 		body, charged, err := acpPostBody(in.req, cfg.MaxACPBody, cfg.inflight)
 		// The body counts against the budget until the POST is answered:
 		// it is held while it waits for the agent's stdin, and its id
@@ -105,7 +105,7 @@ func registerACP(api huma.API, cfg *Config) {
 			return nil, err
 		}
 		return rawResponse(resp), nil
-	})
+	}))
 
 	documentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", jsonObject)
 
@@ -163,6 +163,20 @@ func registerACP(api huma.API, cfg *Config) {
 	})
 }
 
+// withHeaders maps a handler's error to its problem inside the handler, for
+// the kinds whose problem carries headers (Retry-After): huma takes response
+// headers only from the error a handler returns, not from the one its error
+// hook makes of it.
+func withHeaders[I, O any](h func(context.Context, *I) (O, error)) func(context.Context, *I) (O, error) {
+	return func(ctx context.Context, in *I) (O, error) {
+		out, err := h(ctx, in)
+		if e, ok := domain.AsError(err); ok && retryAfter[e.Kind] != "" {
+			return out, problemFor(ctx, err)
+		}
+		return out, err
+	}
+}
+
 // rawBody declares a request body that the handler reads itself. It has no
 // schema at registration, because huma reads and validates any body whose
 // media type has one; documentBody adds the schema to the document after.
@@ -210,8 +224,11 @@ func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64,
 	if r.ContentLength > limit {
 		return nil, 0, tooLarge(limit)
 	}
+	// A declared length is allocated at once when there is a budget to
+	// charge first: no doubling, so no garbage copies the budget misses.
+	// Without one, a lying Content-Length must not allocate much up front.
 	size := r.ContentLength
-	if size < 0 || size > 1<<20 {
+	if size < 0 || (budget == nil && size > 1<<20) {
 		size = 512
 	}
 	var charged int64

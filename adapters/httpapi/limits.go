@@ -53,7 +53,7 @@ func (b *inflight) overloaded() error {
 func readIdle(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout}
+			r.Body = &idleBody{ReadCloser: r.Body, w: w, rc: http.NewResponseController(w), timeout: timeout}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -61,6 +61,7 @@ func readIdle(next http.Handler, timeout time.Duration) http.Handler {
 
 type idleBody struct {
 	io.ReadCloser
+	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
 	cut     bool
@@ -72,12 +73,16 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	}
 	armed := b.rc.SetReadDeadline(time.Now().Add(b.timeout)) == nil
 	n, err := b.ReadCloser.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The deadline stays in the past: net/http reads what is left of
+		// a small body before it writes the answer, and that read must
+		// fail at once too. The connection is not reused.
+		b.cut = true
+		b.w.Header().Set("Connection", "close")
+		return n, bodyIdle(b.timeout)
+	}
 	if armed {
 		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		b.cut = true
-		return n, bodyIdle(b.timeout)
 	}
 	return n, err
 }
