@@ -244,9 +244,11 @@ func TestFaultInflightBytes(t *testing.T) {
 
 // Agents writing lines larger than the replay log: they reach the live
 // reader, are never buffered, and a reader resuming from before them gets a
-// gap. All logs together stay under --replay-total.
+// gap. All logs together stay under --replay-total, and lines being read
+// count against it too: agents writing lines it has no room for are
+// stopped, and the daemon's memory stays bounded.
 func TestFaultReplayBounds(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--replay-bytes", "1048576", "--replay-total", "3145728", "--log-level", "info")})
+	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--replay-bytes", "1048576", "--replay-total", "6291456", "--log-level", "info")})
 	const agents = 6
 	for i := range agents {
 		id := fmt.Sprintf("r-%d", i)
@@ -254,21 +256,11 @@ func TestFaultReplayBounds(t *testing.T) {
 			t.Fatalf("bootstrap: %d %s", st, b)
 		}
 	}
-	// One line of 4 MiB each, with a live reader on r-0.
-	live := d.stream("/v1/acp/r-0")
-	for i := range agents {
-		d.post(fmt.Sprintf("/v1/acp/r-%d", i), `{"jsonrpc":"2.0","method":"bigline","params":{"n":4194304}}`)
-	}
-	ev := live.until(t, 10*time.Second, hasMethod("big"))
-	if len(ev.Data) < 4<<20 {
-		t.Fatalf("live reader got %d bytes", len(ev.Data))
-	}
 	sum := func() (total int64) {
 		st, _, b := d.do("GET", "/v1/acp", nil)
 		if st != 200 {
 			t.Fatal(st)
 		}
-		// bufferedBytes is not in serverInfo; count it from the JSON.
 		for _, part := range strings.Split(string(b), `"bufferedBytes":`)[1:] {
 			var n int64
 			fmt.Sscan(strings.TrimRight(strings.SplitN(part, "}", 2)[0], ","), &n)
@@ -276,14 +268,16 @@ func TestFaultReplayBounds(t *testing.T) {
 		}
 		return total
 	}
-	eventually(t, 10*time.Second, "every big line read", func() bool {
-		for _, s := range d.servers() {
-			if s.LastEventID < 2 {
-				return false
-			}
-		}
-		return true
-	})
+	// One 2 MiB line each (twice the log), with a live reader on r-0.
+	live := d.stream("/v1/acp/r-0")
+	for i := range agents {
+		id := fmt.Sprintf("r-%d", i)
+		d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"bigline","params":{"n":2097152}}`)
+		eventually(t, 10*time.Second, id+" wrote its line", func() bool { return d.server(id).LastEventID >= 2 })
+	}
+	if ev := live.until(t, 10*time.Second, hasMethod("big")); len(ev.Data) < 2<<20 {
+		t.Fatalf("live reader got %d bytes", len(ev.Data))
+	}
 	if got := sum(); got > 1<<20 {
 		t.Fatalf("replay holds %d bytes after lines larger than the log", got)
 	}
@@ -295,7 +289,7 @@ func TestFaultReplayBounds(t *testing.T) {
 	s.Close()
 
 	// Lines under the per-log budget, 1.5 MiB per agent: 9 MiB in all
-	// against a 3 MiB total.
+	// against a 6 MiB total.
 	for i := range agents {
 		d.post(fmt.Sprintf("/v1/acp/r-%d", i), `{"jsonrpc":"2.0","method":"bigline","params":{"n":196608,"count":8}}`)
 	}
@@ -307,16 +301,39 @@ func TestFaultReplayBounds(t *testing.T) {
 		}
 		return true
 	})
-	if got := sum(); got > 3<<20 {
-		t.Fatalf("replay total %d bytes over --replay-total 3 MiB", got)
+	if got := sum(); got > 6<<20 {
+		t.Fatalf("replay total %d bytes over --replay-total 6 MiB", got)
 	} else {
-		t.Logf("replay total %d bytes (limit %d)", got, 3<<20)
+		t.Logf("replay total %d bytes (limit %d)", got, 6<<20)
 	}
 	s = d.stream("/v1/acp/r-5", "Last-Event-ID", "2")
 	if gap := s.nextWithin(t, 5*time.Second); !strings.Contains(gap.Data, "_adapter/replay_gap") {
 		t.Fatalf("resuming an evicted log: %.200s", gap.Data)
 	}
-	logPeakRSS(t, d, "6 agents × (one 4 MiB line + 1.5 MiB of lines), replay 1 MiB / 3 MiB total")
+	logPeakRSS(t, d, "6 agents × (one 2 MiB line + 1.5 MiB of lines), replay 1 MiB / 6 MiB total")
+
+	// Lines no budget can hold (5 MiB, read into 10 MiB, from all at once):
+	// the agents are stopped, the daemon's memory stays put.
+	for i := range agents {
+		d.post(fmt.Sprintf("/v1/acp/r-%d", i), `{"jsonrpc":"2.0","method":"bigline","params":{"n":5242880}}`)
+	}
+	eventually(t, 10*time.Second, "agents stopped", func() bool {
+		for _, s := range d.servers() {
+			if s.State != "exited" {
+				return false
+			}
+		}
+		return true
+	})
+	if !strings.Contains(d.logs.String(), "replay budget has no room") {
+		t.Fatalf("no log line says why the agents were stopped")
+	}
+	if peak := logPeakRSS(t, d, "after 6 agents wrote 5 MiB lines against a 6 MiB total"); peak > 96<<10 {
+		t.Fatalf("peak RSS %d KiB", peak)
+	}
+	if st, b := d.post("/v1/acp/after?agent=test", initMsg); st != 200 {
+		t.Fatalf("daemon after the attack: %d %s", st, b)
+	}
 }
 
 // rawConn opens a connection and sends the head of a POST whose body will

@@ -396,6 +396,30 @@ func (p *replayPool) add(delta int64) {
 	}
 }
 
+// reserve charges n bytes that are not in a log yet (a line being read),
+// evicting from the logs to make room. It reports false, charging nothing,
+// when there is no room even with every log empty.
+func (p *replayPool) reserve(n int64) bool {
+	if p == nil {
+		return true
+	}
+	if p.total.Add(n) > p.max {
+		p.enforce()
+		if p.total.Load() > p.max {
+			p.total.Add(-n)
+			return false
+		}
+	}
+	return true
+}
+
+// release gives back what reserve charged.
+func (p *replayPool) release(n int64) {
+	if p != nil && n != 0 {
+		p.total.Add(-n)
+	}
+}
+
 func (p *replayPool) remove(l *EventLog, freed int64) {
 	if p == nil {
 		return

@@ -976,3 +976,35 @@ func TestExitedInstancesExpire(t *testing.T) {
 		r.mustPost(t, "a", "x", note)
 	})
 }
+
+// Lines being read count against the shared replay budget: a line the
+// budget has room for (while it is read, twice its size) is delivered, one
+// it has no room for stops the agent, and nothing stays charged.
+func TestLineBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newACPRig(t, Options{ReplayTotal: 150 << 10, ReplayBytes: 1 << 20})
+		r.mustPost(t, "s", "a", note)
+		p := r.proc(t, 0)
+		c, _ := r.s.Subscribe("s", nil)
+		defer c.Close()
+		fits := `{"n":"` + strings.Repeat("x", 70<<10) + `"}`
+		say(p, fits)
+		evs, _, _ := c.Read(context.Background(), nil, 10, time.Second)
+		if len(evs) != 1 || string(evs[0].Data) != fits {
+			t.Fatalf("line that fits: %d events", len(evs))
+		}
+		go say(p, `{"n":"`+strings.Repeat("x", 100<<10)+`"}`)
+		<-p.Stopped()
+		<-p.Done()
+		synctest.Wait()
+		evs, _, _ = c.Read(context.Background(), nil, 10, time.Second)
+		if len(evs) != 1 || string(evs[0].Data) != string(domain.AgentExitedMessage(false, nil)) {
+			t.Errorf("after the line with no room: %.300s", dataOf(evs))
+		}
+		// The first line was evicted to make room for reading the second:
+		// only the exit event is left, and no assembly charge.
+		if got, want := r.s.replay.Total(), int64(len(evs[0].Data)+eventOverhead); got != want {
+			t.Errorf("replay total %d, want the exit event's %d", got, want)
+		}
+	})
+}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"log/slog"
 	"net"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -44,4 +47,18 @@ func (l *limitFlags) applyHTTP(cfg *httpapi.Config) {
 
 func (l *limitFlags) listener(ln net.Listener) net.Listener {
 	return httpapi.LimitListener(ln, l.maxConns)
+}
+
+// setMemoryLimit gives the Go runtime the daemon's stated memory bound as
+// its soft limit (unless GOMEMLIMIT is set): idle heap and per-instance
+// overhead, plus the two budgets that hold client and agent bytes. Live
+// data stays under it by construction; the limit keeps the collector from
+// letting garbage double the heap on top of it (GOGC=100 alone would).
+func (l *limitFlags) setMemoryLimit(log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit := 64<<20 + l.inflightBytes + l.replayTotal + int64(l.maxInstances)<<20
+	debug.SetMemoryLimit(limit)
+	log.Debug("memory limit", "bytes", limit)
 }

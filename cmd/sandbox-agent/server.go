@@ -67,6 +67,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return usagef("%v", err)
 	}
+	f.limits.setMemoryLimit(log)
 	agents, err := agentResolver(f)
 	if err != nil {
 		return err
