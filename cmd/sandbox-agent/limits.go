@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,6 +34,36 @@ func (l *limitFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&l.replayTotal, "replay-total", d.ReplayTotal, "budget in bytes for all replay buffers together; past it the largest lose their oldest events")
 	fs.DurationVar(&l.readIdleTimeout, "read-idle-timeout", 60*time.Second, "cut a request body that delivers nothing for this long (408)")
 	fs.IntVar(&l.maxConns, "max-conns", 4096, "most client connections open at once; more are answered 503 and closed")
+}
+
+// validate refuses values that would silently mean something else (the
+// app treats zero as "default").
+func (l *limitFlags) validate() error {
+	switch {
+	case l.maxInstances < 1:
+		return fmt.Errorf("--max-instances must be at least 1, got %d", l.maxInstances)
+	case l.maxConns < 1:
+		return fmt.Errorf("--max-conns must be at least 1, got %d", l.maxConns)
+	case l.inflightBytes < 1:
+		return fmt.Errorf("--inflight-bytes must be at least 1, got %d", l.inflightBytes)
+	case l.replayTotal < 1:
+		return fmt.Errorf("--replay-total must be at least 1, got %d", l.replayTotal)
+	case l.exitedTTL <= 0:
+		return fmt.Errorf("--exited-ttl must be positive, got %v", l.exitedTTL)
+	case l.readIdleTimeout <= 0:
+		return fmt.Errorf("--read-idle-timeout must be positive, got %v", l.readIdleTimeout)
+	}
+	return nil
+}
+
+// warnFDs says so when --max-conns cannot be reached because the process
+// may not open that many descriptors: past the limit, accept fails instead
+// of answering 503.
+func (l *limitFlags) warnFDs(log *slog.Logger) {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && uint64(l.maxConns)+256 > rl.Cur {
+		log.Warn("--max-conns is close to or above the open-file limit; raise `ulimit -n` or lower --max-conns", "max_conns", l.maxConns, "nofile", rl.Cur)
+	}
 }
 
 func (l *limitFlags) apply(opts *acp.Options) {

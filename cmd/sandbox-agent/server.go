@@ -67,7 +67,11 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return usagef("%v", err)
 	}
+	if err := f.limits.validate(); err != nil {
+		return usagef("%v", err)
+	}
 	f.limits.setMemoryLimit(log)
+	f.limits.warnFDs(log)
 	agents, err := agentResolver(f)
 	if err != nil {
 		return err

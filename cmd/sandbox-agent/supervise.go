@@ -17,8 +17,13 @@ func init() {
 }
 
 // supervisorExe is the binary the daemon re-executes as each agent's
-// supervisor: itself. Empty (no supervisor) when it cannot be found.
+// supervisor: itself, through /proc/self/exe on Linux so that replacing or
+// deleting the file on disk (an upgrade) does not break starting agents.
+// Empty (no supervisor) when it cannot be found.
 func supervisorExe() string {
+	if _, err := os.Stat("/proc/self/exe"); err == nil {
+		return "/proc/self/exe"
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return ""
