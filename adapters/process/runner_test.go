@@ -134,7 +134,7 @@ func testRunner() *Runner {
 }
 
 // agentSpec is a launch spec running the test binary as an agent.
-func agentSpec(t *testing.T, mode string, opts ...string) domain.LaunchSpec {
+func agentSpec(t testing.TB, mode string, opts ...string) domain.LaunchSpec {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

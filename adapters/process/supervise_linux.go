@@ -124,21 +124,58 @@ wait:
 }
 
 // killDescendants SIGKILLs every live descendant of this process until none
-// is left. A process being killed cannot fork, so each round leaves fewer;
-// orphans are reparented here (the subreaper), so none escapes the walk.
+// is left. A process being killed cannot fork, and its orphans are
+// reparented here (the subreaper), so killing the live children, round
+// after round, reaches every level of the tree; the reaper goroutine
+// collects them.
 func killDescendants() {
-	self := os.Getpid()
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		pids := liveDescendants(self)
-		if len(pids) == 0 {
+	for {
+		pids, ok := liveChildren()
+		if !ok { // no /proc/<pid>/task/<tid>/children: walk all of /proc
+			pids = liveDescendants(os.Getpid())
+		}
+		if len(pids) == 0 || time.Now().After(deadline) {
 			return
 		}
 		for _, p := range pids {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// liveChildren lists this process's non-zombie children from
+// /proc/self/task/*/children, which is cheap: no scan of every process.
+func liveChildren() ([]int, bool) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, false
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			return nil, false
+		}
+		for _, f := range bytes.Fields(b) {
+			pid, err := strconv.Atoi(string(f))
+			if err == nil && !zombie(pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, true
+}
+
+// zombie reports whether pid has exited (or is gone).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // liveDescendants walks /proc for the non-zombie descendants of root.
