@@ -53,7 +53,7 @@ func (b *inflight) overloaded() error {
 func readIdle(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &idleBody{ReadCloser: r.Body, w: w, rc: http.NewResponseController(w), timeout: timeout}
+			r.Body = &idleBody{ReadCloser: r.Body, w: w, rc: http.NewResponseController(w), timeout: timeout, http1: r.ProtoMajor == 1}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -64,6 +64,7 @@ type idleBody struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	http1   bool // HTTP/2 has no Connection header; the stream alone ends
 	cut     bool
 }
 
@@ -78,7 +79,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		// a small body before it writes the answer, and that read must
 		// fail at once too. The connection is not reused.
 		b.cut = true
-		b.w.Header().Set("Connection", "close")
+		if b.http1 {
+			b.w.Header().Set("Connection", "close")
+		}
 		return n, bodyIdle(b.timeout)
 	}
 	if armed {

@@ -93,6 +93,7 @@ func (c *Config) fill() {
 func New(cfg Config) http.Handler {
 	cfg.fill()
 	hm := newHTTPMetrics()
+	hm.inflight = cfg.inflight
 	cfg.Authorizer = hm.countPolicies(cfg.Authorizer)
 	mux := http.NewServeMux()
 	register(mux, &cfg)
