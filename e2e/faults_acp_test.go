@@ -240,6 +240,9 @@ func TestFaultInflightBytes(t *testing.T) {
 	if st, b := d.post("/v1/acp/ok?agent=test", initMsg); st != 200 {
 		t.Fatalf("after the flood: %d %s", st, b)
 	}
+	if got := d.metrics()["sandbox_agent_acp_inflight_body_bytes"]; got != 0 {
+		t.Fatalf("in-flight gauge %v after every POST was answered", got)
+	}
 }
 
 // Agents writing lines larger than the replay log: they reach the live
@@ -301,6 +304,9 @@ func TestFaultReplayBounds(t *testing.T) {
 		}
 		return true
 	})
+	if got := d.metrics()["sandbox_agent_replay_budget_bytes"]; got > 6<<20 {
+		t.Fatalf("replay budget gauge %v over --replay-total 6 MiB", got)
+	}
 	if got := sum(); got > 6<<20 {
 		t.Fatalf("replay total %d bytes over --replay-total 6 MiB", got)
 	} else {
