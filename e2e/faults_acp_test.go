@@ -344,7 +344,7 @@ func TestFaultReplayBounds(t *testing.T) {
 
 // rawConn opens a connection and sends the head of a POST whose body will
 // come slowly, or never.
-func rawConn(t *testing.T, d *daemon, path string) net.Conn {
+func rawConn(t testing.TB, d *daemon, path string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
 	if err != nil {
@@ -582,4 +582,44 @@ func TestFaultNoSurvivors(t *testing.T) {
 		d.post("/v1/acp/own", `{"jsonrpc":"2.0","method":"exit","params":{"code":0}}`)
 		waitGone(t, 2*time.Second, agent, gc)
 	})
+}
+
+// BenchmarkHealthUnderConnections is the latency of GET /v1/health with
+// 500 idle connections and 500 POSTs whose bodies never come held open
+// (goal: p50 and p99 under 100 ms).
+//
+//	go test ./e2e -run '^$' -bench HealthUnderConnections -benchtime 500x
+func BenchmarkHealthUnderConnections(b *testing.B) {
+	d := startDaemon(b, daemonOpts{Args: withTestAgent(b, "--log-level", "warn")})
+	if st, body := d.post("/v1/acp/c?agent=test", initMsg); st != 200 {
+		b.Fatalf("bootstrap: %d %s", st, body)
+	}
+	addr := strings.TrimPrefix(d.URL, "http://")
+	for i := range 1000 {
+		if i%2 == 0 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { c.Close() })
+		} else {
+			rawConn(b, d, "/v1/acp/c")
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	var durs []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		resp, err := client.Get(d.URL + "/v1/health")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("health: %d", resp.StatusCode)
+		}
+		durs = append(durs, time.Since(start))
+	}
+	report(b, durs)
 }
