@@ -220,38 +220,41 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 // the buffer's capacity to budget (when not nil) as it grows, before the
 // bytes are read: 503 overloaded once the budget is spent. It returns the
 // amount charged, also on error.
+//
+// The buffer starts small and doubles, up to the declared length, so a
+// client is charged for what it has sent (within a factor of two), never
+// for what it only announced: a Content-Length with no body behind it
+// cannot spend the budget.
 func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
 	if r.ContentLength > limit {
 		return nil, 0, tooLarge(limit)
 	}
-	// A declared length is allocated at once when there is a budget to
-	// charge first: no doubling, so no garbage copies the budget misses.
-	// Without one, a lying Content-Length must not allocate much up front.
-	size := r.ContentLength
-	if size < 0 || (budget == nil && size > 1<<20) {
-		size = 512
+	// Most ACP messages fit the first buffer; 16 KiB on each of --max-conns
+	// stalled connections is a quarter of the default budget. A body of
+	// unknown length starts smaller.
+	ceiling, first := limit+1, int64(512) // ceiling: the most ever needed
+	if r.ContentLength >= 0 {
+		ceiling, first = r.ContentLength+1, 16<<10
 	}
 	var charged int64
-	grow := func(n int64) error {
-		if budget == nil {
-			return nil
+	grow := func(buf []byte) ([]byte, error) {
+		size := min(max(2*int64(cap(buf)), first), ceiling)
+		if budget != nil {
+			if !budget.take(size - int64(cap(buf))) {
+				return buf, budget.overloaded()
+			}
+			charged += size - int64(cap(buf))
 		}
-		if !budget.take(n) {
-			return budget.overloaded()
-		}
-		charged += n
-		return nil
+		nb := make([]byte, len(buf), size)
+		copy(nb, buf)
+		return nb, nil
 	}
-	if err := grow(size + 1); err != nil {
-		return nil, charged, err
-	}
-	buf := make([]byte, 0, size+1)
+	var buf []byte
 	lr := io.LimitReader(r.Body, limit+1)
 	for {
 		if len(buf) == cap(buf) {
-			old := cap(buf)
-			buf = append(buf, 0)[:len(buf)]
-			if err := grow(int64(cap(buf) - old)); err != nil {
+			var err error
+			if buf, err = grow(buf); err != nil {
 				return nil, charged, err
 			}
 		}

@@ -56,26 +56,35 @@ func TestReadIdle(t *testing.T) {
 	}
 }
 
-// Bodies are charged to the in-flight budget before they are read: a
-// declared length past what is left is refused at once, a chunked body as
-// soon as it outgrows it, and what was charged is reported to be given back.
+// Bodies are charged to the in-flight budget as their buffer grows, before
+// the bytes are read into it: a body is refused as soon as it outgrows what
+// is left, an announced length costs nothing until bytes come, and what was
+// charged is reported to be given back.
 func TestInflightBudget(t *testing.T) {
-	b := &inflight{max: 4096}
+	b := &inflight{max: 64 << 10}
 	req := func(body string, length int64) *http.Request {
 		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
 		r.ContentLength = length
 		return r
 	}
-	if _, charged, err := readCharged(req(strings.Repeat("x", 5000), 5000), 1<<20, b); !isKind(err, "overloaded") || charged != 0 {
-		t.Fatalf("declared 5000: charged %d, %v", charged, err)
+	if _, charged, err := readCharged(req(strings.Repeat("x", 80000), 80000), 1<<20, b); !isKind(err, "overloaded") || charged != 64<<10 {
+		t.Fatalf("declared 80000: charged %d, %v", charged, err)
+	} else {
+		b.give(charged)
 	}
-	body, charged, err := readCharged(req(strings.Repeat("x", 3000), 3000), 1<<20, b)
-	if err != nil || len(body) != 3000 || charged != 3001 || b.used.Load() != 3001 {
-		t.Fatalf("declared 3000: %d bytes, charged %d, used %d, %v", len(body), charged, b.used.Load(), err)
+	// An announced length is not charged until bytes come.
+	if _, charged, err := readCharged(req("{}", 1<<20), 1<<20, b); err != nil || charged != 16<<10 {
+		t.Fatalf("declared 1 MiB, sent 2 bytes: charged %d, %v", charged, err)
+	} else {
+		b.give(charged)
 	}
-	_, charged2, err := readCharged(req(strings.Repeat("x", 3000), -1), 1<<20, b)
-	if !isKind(err, "overloaded") || b.used.Load() != 3001+charged2 {
-		t.Fatalf("chunked 3000 with 1095 left: charged %d, used %d, %v", charged2, b.used.Load(), err)
+	body, charged, err := readCharged(req(strings.Repeat("x", 60000), 60000), 1<<20, b)
+	if err != nil || len(body) != 60000 || charged != 60001 || b.used.Load() != 60001 {
+		t.Fatalf("declared 60000: %d bytes, charged %d, used %d, %v", len(body), charged, b.used.Load(), err)
+	}
+	_, charged2, err := readCharged(req(strings.Repeat("x", 6000), -1), 1<<20, b)
+	if !isKind(err, "overloaded") || charged2 != 4096 || b.used.Load() != 60001+charged2 {
+		t.Fatalf("chunked 6000 with 5535 left: charged %d, used %d, %v", charged2, b.used.Load(), err)
 	}
 	b.give(charged)
 	b.give(charged2)
