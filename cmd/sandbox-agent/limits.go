@@ -82,15 +82,16 @@ func (l *limitFlags) listener(ln net.Listener) net.Listener {
 }
 
 // setMemoryLimit gives the Go runtime the daemon's stated memory bound as
-// its soft limit (unless GOMEMLIMIT is set): idle heap and per-instance
-// overhead, plus the two budgets that hold client and agent bytes. Live
+// its soft limit (unless GOMEMLIMIT is set): idle heap, per-instance and
+// per-connection overhead, plus the two budgets that hold client and agent
+// bytes. Live
 // data stays under it by construction; the limit keeps the collector from
 // letting garbage double the heap on top of it (GOGC=100 alone would).
 func (l *limitFlags) setMemoryLimit(log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	limit := 64<<20 + l.inflightBytes + l.replayTotal + int64(l.maxInstances)<<20
+	limit := 64<<20 + l.inflightBytes + l.replayTotal + int64(l.maxInstances)<<20 + int64(l.maxConns)*16<<10
 	debug.SetMemoryLimit(limit)
 	log.Debug("memory limit", "bytes", limit)
 }
