@@ -120,6 +120,8 @@ func TestValidServerID(t *testing.T) {
 		"a/b":                                 false,
 		"/":                                   false,
 		"a\x00b":                              false,
+		"\xff\xfe":                            false,
+		"ok\xc3":                              false,
 		strings.Repeat("x", MaxServerIDLen):   true,
 		strings.Repeat("x", MaxServerIDLen+1): false,
 	}

@@ -31,6 +31,11 @@ const (
 	KindNotFound Kind = "not_found"
 	// KindTooManyRequests is a cap on live things reached (processes).
 	KindTooManyRequests Kind = "too_many_requests"
+	// KindTooManyInstances (429): --max-instances agents are live.
+	KindTooManyInstances Kind = "too_many_instances"
+	// KindOverloaded (503): a daemon-wide memory budget is spent
+	// (--inflight-bytes).
+	KindOverloaded Kind = "overloaded"
 )
 
 // Error is an error with a kind the client may see. Msg is the part after

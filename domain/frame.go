@@ -59,7 +59,35 @@ func (f Frame) IDKey() string {
 var (
 	ErrNotJSON   = errors.New("invalid JSON")
 	ErrNotObject = errors.New("not a JSON object")
+	// ErrAmbiguousKey is a frame whose JSON-RPC keys different decoders
+	// read differently: a top-level member among jsonrpc, id, method,
+	// params, result and error given twice, or spelt in another case.
+	// Go's encoding/json (and so every acp-go-sdk agent) matches member
+	// names case-insensitively and keeps the last duplicate, JSON.parse
+	// keeps the last exact match: refusing both keeps the method and id the
+	// daemon (and every policy) sees equal to what the agent acts on.
+	ErrAmbiguousKey = errors.New("ambiguous JSON-RPC member")
 )
+
+// rpcKeys are the top-level members whose reading must be unambiguous, in
+// the order of the bits of peekValid's seen mask.
+var rpcKeys = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// AmbiguousKeyError says which member made a frame ambiguous. It matches
+// ErrAmbiguousKey with errors.Is.
+type AmbiguousKeyError struct {
+	Key       string // as written in the frame (after unescaping)
+	Duplicate bool   // the exact member appears twice; else a case variant
+}
+
+func (e *AmbiguousKeyError) Error() string {
+	if e.Duplicate {
+		return "member " + strconv.Quote(e.Key) + " appears more than once"
+	}
+	return "member " + strconv.Quote(e.Key) + " differs only in case from a JSON-RPC member"
+}
+
+func (e *AmbiguousKeyError) Is(target error) bool { return target == ErrAmbiguousKey }
 
 // ParseFrame validates that b is a single JSON object and peeks its kind, id
 // and method. When b contains a raw CR or LF (only possible as insignificant
@@ -88,6 +116,7 @@ func peekValid(b []byte) (Frame, error) {
 	}
 	f := Frame{Data: b}
 	hasMethod := false
+	var seen uint8 // bit i: rpcKeys[i] was seen
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] != '}' {
 		if b[i] == ',' {
@@ -105,6 +134,14 @@ func peekValid(b []byte) (Frame, error) {
 		i = skipSpace(b, keyEnd)
 		i = skipSpace(b, i+1) // the colon
 		valEnd := skipValue(b, i)
+		if k := rpcKeyIndex(key); k >= 0 {
+			if seen&(1<<k) != 0 {
+				return Frame{}, &AmbiguousKeyError{Key: string(key), Duplicate: true}
+			}
+			seen |= 1 << k
+		} else if len(key) <= 4*len("jsonrpc") && foldsToRPCKey(key) {
+			return Frame{}, &AmbiguousKeyError{Key: string(key)}
+		}
 		switch string(key) {
 		case "id":
 			f.ID = b[i:valEnd]
@@ -133,6 +170,38 @@ func peekValid(b []byte) (Frame, error) {
 		f.Kind = FrameOther
 	}
 	return f, nil
+}
+
+// rpcKeyIndex is the index of key in rpcKeys, or -1.
+func rpcKeyIndex(key []byte) int {
+	switch string(key) {
+	case "jsonrpc":
+		return 0
+	case "id":
+		return 1
+	case "method":
+		return 2
+	case "params":
+		return 3
+	case "result":
+		return 4
+	case "error":
+		return 5
+	}
+	return -1
+}
+
+// foldsToRPCKey reports whether key, which is not exactly one of rpcKeys,
+// equals one of them under Unicode case folding, the rule encoding/json
+// uses to match members to fields (so "ſ", U+017F, matches "s"). The caller
+// bounds len(key): a folded rune is at most 4 bytes.
+func foldsToRPCKey(key []byte) bool {
+	for _, k := range rpcKeys {
+		if bytes.EqualFold(key, []byte(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 func skipSpace(b []byte, i int) int {

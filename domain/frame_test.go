@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -47,8 +48,8 @@ func TestParseFrame(t *testing.T) {
 		{name: "id text inside a string not counted", in: `{"method":"n","params":"\"id\":1"}`, kind: FrameNotification, noID: true, method: "n"},
 		{name: "key with escaped quote", in: `{"a\"id":1,"x\\":2}`, kind: FrameOther, noID: true},
 		{name: "key that is a prefix", in: `{"ids":1,"methods":"x"}`, kind: FrameOther, noID: true},
-		{name: "case matters", in: `{"ID":1,"Method":"x"}`, kind: FrameOther, noID: true},
-		{name: "duplicate id keeps the last", in: `{"id":1,"method":"m","id":2}`, kind: FrameRequest, id: `2`, method: "m"},
+		{name: "other members may repeat", in: `{"id":1,"x":1,"x":2,"X":3,"params":{"id":1,"ID":2,"id":3}}`, kind: FrameResponse, id: `1`},
+		{name: "near names are not variants", in: `{"ids":1,"Methods":"x","jsonrpc2":0}`, kind: FrameOther, noID: true},
 		{name: "spaces and tabs kept", in: " \t{ \"id\" : 1 ,\t\"method\" : \"m\" } ", kind: FrameRequest, id: `1`, method: "m"},
 		{name: "LF compacted", in: "{\n  \"id\": 1,\n  \"method\": \"m\",\n  \"params\": {\"text\": \"a b\"}\n}\n", kind: FrameRequest, id: `1`, method: "m",
 			data: `{"id":1,"method":"m","params":{"text":"a b"}}`},
@@ -117,6 +118,20 @@ func TestParseFrameErrors(t *testing.T) {
 		{`null`, ErrNotObject},
 		{`true`, ErrNotObject},
 		{` 7 `, ErrNotObject},
+		{`{"id":1,"method":"m","id":2}`, ErrAmbiguousKey},
+		{`{"method":"initialize","method":"session/new"}`, ErrAmbiguousKey},
+		{`{"method":"a","m\u0065thod":"b"}`, ErrAmbiguousKey},
+		{`{"jsonrpc":"2.0","jsonrpc":"2.0"}`, ErrAmbiguousKey},
+		{`{"id":1,"result":1,"error":{},"result":2}`, ErrAmbiguousKey},
+		{`{"method":"initialize","Method":"session/new"}`, ErrAmbiguousKey},
+		{`{"METHOD":"session/new"}`, ErrAmbiguousKey},
+		{`{"ID":1,"Method":"x"}`, ErrAmbiguousKey},
+		{`{"Params":{}}`, ErrAmbiguousKey},
+		{`{"Error":{}}`, ErrAmbiguousKey},
+		{`{"jsonRPC":"2.0"}`, ErrAmbiguousKey},
+		{`{"m\u0045thod":"x"}`, ErrAmbiguousKey},
+		{"{\"param\u017f\":1}", ErrAmbiguousKey},    // U+017F long s folds to s
+		{"{\"j\xc5\xbfonrpc\":1}", ErrAmbiguousKey}, // the same, raw UTF-8
 	}
 	for _, tt := range tests {
 		t.Run(strconv.Quote(tt.in), func(t *testing.T) {
@@ -209,6 +224,8 @@ func FuzzParseFrame(f *testing.F) {
 		`{"a\"id":1,"id":[{"}":"{"}],"method":"\u00e9"}`,
 		`{"id":1,"id":2,"method":"a","method":null}`,
 		"{\"method\":\"\xff\"}",
+		`{"method":"initialize","Method":"session/new"}`, `{"METHOD":"x"}`,
+		"{\"\u0130d\":1}", "{\"\u0131d\":1}", "{\"para\u212Ams\":1}", "{\"re\xc5\xbfult\":1}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -231,9 +248,19 @@ func FuzzParseFrame(f *testing.F) {
 			}
 			return
 		}
+		if errors.Is(err, ErrAmbiguousKey) {
+			if !ambiguous(t, b) {
+				t.Fatalf("%q refused as ambiguous: %v", b, err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("object %q: %v", b, err)
 		}
+		if ambiguous(t, b) {
+			t.Fatalf("%q accepted, but its JSON-RPC members are ambiguous", b)
+		}
+		agreeWithGo(t, b, fr)
 
 		id, hasID := m["id"]
 		method, hasMethod := m["method"]
@@ -279,6 +306,79 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatalf("%q: single-line input changed to %q", b, fr.Data)
 		}
 	})
+}
+
+// ambiguous is the slow reference for ErrAmbiguousKey: it walks the
+// top-level members with a token decoder and reports a JSON-RPC member
+// given twice or a member equal to one under case folding but not exactly.
+func ambiguous(t *testing.T, b []byte) bool {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%q: not an object: %v %v", b, tok, err)
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := tok.(string)
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range rpcKeys {
+			switch {
+			case key == k && seen[k]:
+				return true
+			case key == k:
+				seen[k] = true
+			case strings.EqualFold(key, k):
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// agreeWithGo checks an accepted frame against what an acp-go-sdk agent
+// would decode (encoding/json into a struct: case-insensitive, last wins)
+// and what a JavaScript agent would (JSON.parse: exact names, last wins,
+// which a map decode reproduces).
+func agreeWithGo(t *testing.T, b []byte, fr Frame) {
+	t.Helper()
+	var goMsg struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+	}
+	if err := json.Unmarshal(b, &goMsg); err != nil {
+		t.Fatalf("%q: Go struct decode: %v", b, err)
+	}
+	var js map[string]json.RawMessage
+	if err := json.Unmarshal(b, &js); err != nil {
+		t.Fatal(err)
+	}
+	for _, dec := range []struct {
+		name   string
+		id     []byte
+		hasID  bool
+		method []byte
+	}{
+		{"Go struct", goMsg.ID, goMsg.ID != nil, goMsg.Method},
+		{"JSON.parse", js["id"], js["id"] != nil, js["method"]},
+	} {
+		if dec.hasID != (fr.ID != nil) || (dec.hasID && CanonicalID(dec.id) != fr.IDKey()) {
+			t.Fatalf("%q: daemon id %q, %s id %q", b, fr.ID, dec.name, dec.id)
+		}
+		var s string
+		if dec.method != nil && json.Unmarshal(dec.method, &s) == nil && utf8.Valid(dec.method) && s != fr.Method {
+			t.Fatalf("%q: daemon method %q, %s method %q", b, fr.Method, dec.name, s)
+		}
+		if (dec.method != nil) != (fr.Kind == FrameRequest || fr.Kind == FrameNotification) {
+			t.Fatalf("%q: daemon kind %v, %s method %q", b, fr.Kind, dec.name, dec.method)
+		}
+	}
 }
 
 func compact(t *testing.T, b []byte) string {

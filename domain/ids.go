@@ -1,14 +1,19 @@
 package domain
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // MaxServerIDLen bounds a client-chosen ACP server id.
 const MaxServerIDLen = 512
 
 // ValidServerID reports whether id can name an ACP server instance: any
-// non-empty path segment (no slash, no NUL) up to MaxServerIDLen bytes.
+// non-empty path segment (no slash, no NUL) of valid UTF-8 up to
+// MaxServerIDLen bytes. UTF-8 because ids are listed in JSON: an id with
+// invalid bytes would be listed as U+FFFD and could never be named again.
 func ValidServerID(id string) bool {
-	return id != "" && len(id) <= MaxServerIDLen && !strings.ContainsAny(id, "/\x00")
+	return id != "" && len(id) <= MaxServerIDLen && !strings.ContainsAny(id, "/\x00") && utf8.ValidString(id)
 }
 
 // KnownAgents are the agent ids of the reference server, in the order it

@@ -74,8 +74,12 @@ func registerACP(api huma.API, cfg *Config) {
 			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
-		body, err := acpPostBody(in.req, cfg.MaxACPBody)
+	}, withHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
+		body, charged, err := acpPostBody(in.req, cfg.MaxACPBody, cfg.inflight)
+		// The body counts against the budget until the POST is answered:
+		// it is held while it waits for the agent's stdin, and its id
+		// while a synchronous request waits for the response.
+		defer cfg.inflight.give(charged)
 		if err != nil {
 			return nil, err
 		}
@@ -83,6 +87,8 @@ func registerACP(api huma.API, cfg *Config) {
 		switch {
 		case errors.Is(err, domain.ErrNotObject):
 			return nil, invalid("request body must be a JSON-RPC object")
+		case errors.Is(err, domain.ErrAmbiguousKey):
+			return nil, invalid("ambiguous JSON-RPC message: %v", err)
 		case err != nil:
 			return nil, invalid("invalid JSON body: %v", err)
 		}
@@ -99,7 +105,7 @@ func registerACP(api huma.API, cfg *Config) {
 			return nil, err
 		}
 		return rawResponse(resp), nil
-	})
+	}))
 
 	documentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", jsonObject)
 
@@ -157,6 +163,20 @@ func registerACP(api huma.API, cfg *Config) {
 	})
 }
 
+// withHeaders maps a handler's error to its problem inside the handler, for
+// the kinds whose problem carries headers (Retry-After): huma takes response
+// headers only from the error a handler returns, not from the one its error
+// hook makes of it.
+func withHeaders[I, O any](h func(context.Context, *I) (O, error)) func(context.Context, *I) (O, error) {
+	return func(ctx context.Context, in *I) (O, error) {
+		out, err := h(ctx, in)
+		if e, ok := domain.AsError(err); ok && retryAfter[e.Kind] != "" {
+			return out, problemFor(ctx, err)
+		}
+		return out, err
+	}
+}
+
 // rawBody declares a request body that the handler reads itself. It has no
 // schema at registration, because huma reads and validates any body whose
 // media type has one; documentBody adds the schema to the document after.
@@ -176,32 +196,67 @@ func documentBody(api huma.API, path, method, contentType string, schema *huma.S
 
 // acpPostBody applies the checks of api.md 4.1 in order (content type,
 // accept, size) and reads the body.
-func acpPostBody(r *http.Request, limit int64) ([]byte, error) {
+// It returns what it charged to the in-flight budget, to be given back
+// when the request is answered (also on error).
+func acpPostBody(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
 	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
 		msg := "expected Content-Type: application/json"
-		return nil, &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, 0, &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
 	}
 	if !accepts(r.Header.Get("Accept"), "application/json") {
 		msg := "this endpoint only produces application/json"
-		return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, 0, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
 	}
-	return readLimited(r, limit)
+	return readCharged(r, limit, budget)
 }
 
 // readLimited reads a whole request body of at most limit bytes.
 func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	b, _, err := readCharged(r, limit, nil)
+	return b, err
+}
+
+// readCharged reads a whole request body of at most limit bytes, charging
+// the buffer's capacity to budget (when not nil) as it grows, before the
+// bytes are read: 503 overloaded once the budget is spent. It returns the
+// amount charged, also on error.
+//
+// The buffer starts small and doubles, up to the declared length, so a
+// client is charged for what it has sent (within a factor of two), never
+// for what it only announced: a Content-Length with no body behind it
+// cannot spend the budget.
+func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, 0, tooLarge(limit)
 	}
-	size := r.ContentLength
-	if size < 0 || size > 1<<20 {
-		size = 512
+	// Most ACP messages fit the first buffer; 16 KiB on each of --max-conns
+	// stalled connections is a quarter of the default budget. A body of
+	// unknown length starts smaller.
+	ceiling, first := limit+1, int64(512) // ceiling: the most ever needed
+	if r.ContentLength >= 0 {
+		ceiling, first = r.ContentLength+1, 16<<10
 	}
-	buf := make([]byte, 0, size+1)
+	var charged int64
+	grow := func(buf []byte) ([]byte, error) {
+		size := min(max(2*int64(cap(buf)), first), ceiling)
+		if budget != nil {
+			if !budget.take(size - int64(cap(buf))) {
+				return buf, budget.overloaded()
+			}
+			charged += size - int64(cap(buf))
+		}
+		nb := make([]byte, len(buf), size)
+		copy(nb, buf)
+		return nb, nil
+	}
+	var buf []byte
 	lr := io.LimitReader(r.Body, limit+1)
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			var err error
+			if buf, err = grow(buf); err != nil {
+				return nil, charged, err
+			}
 		}
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -209,13 +264,16 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, invalid("reading request body: %v", err)
+			if e, ok := domain.AsError(err); ok {
+				return nil, charged, e
+			}
+			return nil, charged, invalid("reading request body: %v", err)
 		}
 	}
 	if int64(len(buf)) > limit {
-		return nil, tooLarge(limit)
+		return nil, charged, tooLarge(limit)
 	}
-	return buf, nil
+	return buf, charged, nil
 }
 
 func tooLarge(limit int64) error {

@@ -36,6 +36,7 @@ var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 // httpMetrics is what the HTTP adapter counts itself. Safe for concurrent
 // use; the hot path takes a read lock and does atomic adds.
 type httpMetrics struct {
+	inflight    *inflight // the ACP body budget, for its gauge
 	start       time.Time
 	inFlight    atomic.Int64
 	slowDropped atomic.Uint64
@@ -313,6 +314,8 @@ func writeMetrics(w *bufio.Writer, s acp.MetricsSnapshot, m *httpMetrics) {
 	e.one(p+"sse_subscribers", "gauge", "Open event streams.", i64(int64(s.Subscribers)))
 	e.one(p+"replay_buffer_bytes", "gauge", "Bytes held in replay buffers, per-event overhead included.", i64(s.BufferedBytes))
 	e.one(p+"replay_buffer_events", "gauge", "Events held in replay buffers.", i64(int64(s.BufferedEvents)))
+	e.one(p+"replay_budget_bytes", "gauge", "Bytes charged to --replay-total: replay buffers plus agent lines being read.", i64(s.ReplayBudgetBytes))
+	e.one(p+"acp_inflight_body_bytes", "gauge", "ACP POST body bytes charged to --inflight-bytes (held until answered).", i64(m.inflightBytes()))
 	e.one(p+"replay_gaps_total", "counter", "Replay gaps sent: a reader's position had been evicted from the buffer.", u64(s.ReplayGaps))
 	e.one(p+"sse_slow_subscribers_dropped_total", "counter", "Event streams cut because a write made no progress within the stream write timeout.", u64(m.slowDropped.Load()))
 
@@ -412,4 +415,11 @@ func openFiles() (int, bool) {
 		return 0, false
 	}
 	return len(ents) - 1, true
+}
+
+func (m *httpMetrics) inflightBytes() int64 {
+	if m.inflight == nil {
+		return 0
+	}
+	return m.inflight.used.Load()
 }

@@ -191,6 +191,8 @@ func TestMetricsExposition(t *testing.T) {
 		"# TYPE sandbox_agent_acp_bytes_total counter",
 		"# TYPE sandbox_agent_sse_subscribers gauge",
 		"# TYPE sandbox_agent_replay_buffer_bytes gauge",
+		"# TYPE sandbox_agent_replay_budget_bytes gauge",
+		"# TYPE sandbox_agent_acp_inflight_body_bytes gauge",
 		"# TYPE sandbox_agent_replay_gaps_total counter",
 		"# TYPE sandbox_agent_sse_slow_subscribers_dropped_total counter",
 		"# TYPE sandbox_agent_acp_late_responses_total counter",

@@ -57,12 +57,22 @@ var kindInfo = map[domain.Kind]struct {
 	domain.KindConflict:           {409, "Conflict", "conflict"},
 	domain.KindPayloadTooLarge:    {413, "Payload Too Large", "payload too large"},
 	domain.KindUnsupportedMedia:   {415, "Unsupported Media Type", "unsupported media type"},
+	domain.KindTooManyInstances:   {429, "Too Many Instances", "too many instances"},
 	domain.KindInstallFailed:      {500, "Install Failed", "install failed"},
 	domain.KindAgentProcessExited: {500, "Agent Process Exited", "agent process exited"},
 	domain.KindStreamError:        {502, "Stream Error", "stream error"},
+	domain.KindOverloaded:         {503, "Overloaded", "overloaded"},
 	domain.KindTimeout:            {504, "Timeout", "timeout"},
 	domain.KindNotFound:           {404, "Not Found", "not found"},
 	domain.KindTooManyRequests:    {429, "Too Many Requests", "too many requests"},
+}
+
+// retryAfter is the Retry-After (seconds) of the kinds that mean "not now":
+// a slot or a budget frees up as agents exit and requests complete.
+var retryAfter = map[domain.Kind]string{
+	domain.KindTooManyInstances: "5",
+	domain.KindOverloaded:       "1",
+	domain.KindTooManyRequests:  "1",
 }
 
 // Kinds whose detail is only the prefix, with the message in details.message.
@@ -94,7 +104,7 @@ func problemFor(ctx context.Context, err error) *Problem {
 			if e.Err != nil {
 				logger(ctx).Debug("request failed", "kind", e.Kind, "err", e.Err)
 			}
-			return &Problem{
+			p := &Problem{
 				Type:      "urn:sandbox-agent:error:" + string(e.Kind),
 				Title:     info.title,
 				Status:    status,
@@ -103,6 +113,10 @@ func problemFor(ctx context.Context, err error) *Problem {
 				SessionID: e.SessionID,
 				Details:   e.Details,
 			}
+			if after, ok := retryAfter[e.Kind]; ok {
+				p.withHeader("Retry-After", after)
+			}
+			return p
 		}
 	}
 	if errors.Is(err, context.Canceled) {

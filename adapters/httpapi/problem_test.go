@@ -52,6 +52,10 @@ func TestProblemForKinds(t *testing.T) {
 			`{"type":"urn:sandbox-agent:error:agent_process_exited","title":"Agent Process Exited","status":500,"detail":"agent process exited: mock","agent":"mock","details":{"exitCode":null,"stderr":""}}`},
 		{&domain.Error{Kind: domain.KindStreamError, Msg: "failed to start agent process: x", Details: map[string]any{"message": "failed to start agent process: x"}, Err: errors.New("/secret/host/path: no such file")}, 502, "Stream Error",
 			`{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: failed to start agent process: x","details":{"message":"failed to start agent process: x"}}`},
+		{&domain.Error{Kind: domain.KindTooManyInstances, Msg: "limit", Details: map[string]any{"message": "limit", "limit": 2}}, 429, "Too Many Instances",
+			`{"type":"urn:sandbox-agent:error:too_many_instances","title":"Too Many Instances","status":429,"detail":"too many instances: limit","details":{"limit":2,"message":"limit"}}`},
+		{&domain.Error{Kind: domain.KindOverloaded, Msg: "busy", Details: map[string]any{"message": "busy", "limitBytes": 10}}, 503, "Overloaded",
+			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: busy","details":{"limitBytes":10,"message":"busy"}}`},
 		{&domain.Error{Kind: domain.KindTimeout, Details: map[string]any{"message": "timed out waiting for agent response"}}, 504, "Timeout",
 			`{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`},
 		{&domain.Error{Kind: domain.KindNotFound, Msg: "process proc_7"}, 404, "Not Found",
@@ -77,11 +81,15 @@ func TestProblemForKinds(t *testing.T) {
 			if rec.Code != tt.status || rec.Header().Get("Content-Type") != "application/problem+json" || rec.Body.String() != tt.body {
 				t.Errorf("wire: %d %q %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 			}
+			if got, want := rec.Header().Get("Retry-After") != "", tt.status == 429 || tt.status == 503; got != want {
+				t.Errorf("Retry-After %q", rec.Header().Get("Retry-After"))
+			}
 		})
 	}
-	// api.md's 14, plus not_found and too_many_requests of the processes API.
-	if len(seen) != 16 || len(kindInfo) != 16 {
-		t.Errorf("table covers %d kinds, kindInfo has %d; want 16", len(seen), len(kindInfo))
+	// api.md's 14, plus not_found and too_many_requests (processes) and
+	// too_many_instances and overloaded (the README's limits).
+	if len(seen) != 18 || len(kindInfo) != 18 {
+		t.Errorf("table covers %d kinds, kindInfo has %d; want 18", len(seen), len(kindInfo))
 	}
 	for k := range kindInfo {
 		if !seen[k] {

@@ -27,6 +27,12 @@ type Config struct {
 
 	// MaxACPBody bounds one ACP POST body (default 32 MiB).
 	MaxACPBody int64
+	// InflightBytes bounds all ACP POST bodies held at once, from their
+	// first byte until they are answered (default 256 MiB; 503 past it).
+	InflightBytes int64
+	// ReadIdleTimeout cuts a request body that delivers nothing for this
+	// long (408; default 60 s).
+	ReadIdleTimeout time.Duration
 	// Heartbeat is the idle time before an SSE keep-alive comment (15 s).
 	Heartbeat time.Duration
 	// StreamWriteTimeout bounds one SSE write, to drop dead peers (30 s).
@@ -59,6 +65,8 @@ type Config struct {
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
 	MetricsPublic bool
+
+	inflight *inflight // set by fill
 }
 
 func (c *Config) fill() {
@@ -67,6 +75,15 @@ func (c *Config) fill() {
 	}
 	if c.MaxACPBody <= 0 {
 		c.MaxACPBody = 32 << 20
+	}
+	if c.InflightBytes <= 0 {
+		c.InflightBytes = 256 << 20
+	}
+	if c.inflight == nil {
+		c.inflight = &inflight{max: c.InflightBytes}
+	}
+	if c.ReadIdleTimeout <= 0 {
+		c.ReadIdleTimeout = 60 * time.Second
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 15 * time.Second
@@ -80,6 +97,7 @@ func (c *Config) fill() {
 func New(cfg Config) http.Handler {
 	cfg.fill()
 	hm := newHTTPMetrics()
+	hm.inflight = cfg.inflight
 	cfg.Authorizer = hm.countPolicies(cfg.Authorizer)
 	mux := http.NewServeMux()
 	register(mux, &cfg)
@@ -90,6 +108,7 @@ func New(cfg Config) http.Handler {
 	h = cfg.CORS.wrap(h)
 	h = requestContext(h, cfg.Logger)
 	h = hm.observe(h, mux)
+	h = readIdle(h, cfg.ReadIdleTimeout)
 	return h
 }
 

@@ -101,7 +101,9 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 	}
 	before := fds()
 	for _, cmd := range []string{"/nonexistent/agent-acp", "no-such-agent-acp-in-path", t.TempDir()} {
-		p, err := (&Runner{BaseEnv: []string{"PATH=/nonexistent"}}).Start(context.Background(), domain.LaunchSpec{Command: cmd})
+		r := testRunner()
+		r.BaseEnv = []string{"PATH=/nonexistent"}
+		p, err := r.Start(context.Background(), domain.LaunchSpec{Command: cmd})
 		if err == nil || p != nil {
 			t.Fatalf("Start(%q) = %v, %v", cmd, p, err)
 		}

@@ -37,7 +37,7 @@ func startPTY(cmd *exec.Cmd, cols, rows uint16) (*userProc, error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	attr := sysProcAttr()
+	attr := sysProcAttr(false)
 	attr.Setpgid = false // Setsid makes the child its own group leader
 	attr.Setsid = true
 	attr.Setctty = true

@@ -1,12 +1,14 @@
 package process
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +23,11 @@ type Runner struct {
 	// BaseEnv is the environment every agent starts from (the daemon's own,
 	// minus anything secret); a spec's Env is added on top.
 	BaseEnv []string
+	// Supervisor, when set (Linux only), is an executable whose
+	// SuperviseCommand runs Supervise: the daemon's own binary. Each agent
+	// then runs under a supervisor that leaves no descendant of the agent
+	// alive, even when the daemon is SIGKILLed. See Supervise.
+	Supervisor string
 }
 
 var _ ports.AgentRunner = (*Runner)(nil)
@@ -46,9 +53,20 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 		return nil, err
 	}
 	cmd := exec.Command(spec.Command, spec.Args...)
+	useSupervisor := r.Supervisor != "" && supervised
+	if useSupervisor {
+		path := spec.Command
+		if !strings.Contains(path, "/") {
+			var err error
+			if path, err = exec.LookPath(path); err != nil {
+				return nil, fmt.Errorf("start %s: %w", spec.Command, err)
+			}
+		}
+		cmd = exec.Command(r.Supervisor, append([]string{SuperviseCommand, path, spec.Command}, spec.Args...)...)
+	}
 	cmd.Dir = spec.Dir
 	cmd.Env = mergeEnv(r.BaseEnv, spec.Env)
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(useSupervisor)
 
 	var files []*os.File // every pipe end, closed on failure
 	pipe := func() (*os.File, *os.File, error) {
@@ -77,6 +95,13 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 		return fail(err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	var reportR, reportW *os.File
+	if useSupervisor {
+		if reportR, reportW, err = pipe(); err != nil {
+			return fail(err)
+		}
+		cmd.ExtraFiles = []*os.File{reportW}
+	}
 	if err := cmd.Start(); err != nil {
 		return fail(err)
 	}
@@ -85,9 +110,45 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 	outW.Close()
 	errW.Close()
 
-	p := &proc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, done: make(chan struct{})}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, stdin: inW, stdout: outR, stderr: errR, done: make(chan struct{})}
+	if useSupervisor {
+		reportW.Close()
+		p.report = bufio.NewReader(reportR)
+		p.reportFile = reportR
+		pid, err := p.agentPID()
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			reportR.Close()
+			inW.Close()
+			outR.Close()
+			errR.Close()
+			return nil, fmt.Errorf("start %s: %w", spec.Command, err)
+		}
+		p.pid = pid
+	}
 	go p.wait()
 	return p, nil
+}
+
+// supervisorStart bounds how long a supervisor may take to start its agent.
+const supervisorStart = 30 * time.Second
+
+// agentPID reads the supervisor's first report: the agent's pid, or why it
+// could not be started.
+func (p *proc) agentPID() (int, error) {
+	_ = p.reportFile.SetReadDeadline(time.Now().Add(supervisorStart))
+	defer p.reportFile.SetReadDeadline(time.Time{}) //nolint:errcheck // best effort
+	kind, value, err := readReport(p.report)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("supervisor: %w", err)
+	case kind == "pid":
+		return strconv.Atoi(value)
+	case kind == "error":
+		return 0, errors.New(value)
+	}
+	return 0, fmt.Errorf("supervisor said %q", kind+" "+value)
 }
 
 func mergeEnv(base []string, add map[string]string) []string {
@@ -105,10 +166,14 @@ func mergeEnv(base []string, add map[string]string) []string {
 }
 
 type proc struct {
-	cmd    *exec.Cmd
-	stdin  *os.File
-	stdout *os.File
-	stderr *os.File
+	cmd *exec.Cmd
+	pid int // the agent's pid and process group; not cmd's with a supervisor
+	// report is the supervisor's report pipe (nil without one).
+	report     *bufio.Reader
+	reportFile *os.File
+	stdin      *os.File
+	stdout     *os.File
+	stderr     *os.File
 
 	done   chan struct{} // closed when the process and its group are gone
 	status domain.ExitStatus
@@ -123,7 +188,7 @@ var _ ports.AgentProcess = (*proc)(nil)
 func (p *proc) Stdin() io.WriteCloser { return p.stdin }
 func (p *proc) Stdout() io.ReadCloser { return p.stdout }
 func (p *proc) Stderr() io.ReadCloser { return p.stderr }
-func (p *proc) PID() int              { return p.cmd.Process.Pid }
+func (p *proc) PID() int              { return p.pid }
 
 // groupGoneWait bounds how long Wait polls for the rest of the process group
 // to disappear after SIGKILL (zombies not reaped by init keep it "alive").
@@ -132,20 +197,36 @@ const groupGoneWait = time.Second
 func (p *proc) wait() {
 	err := p.cmd.Wait()
 	st := p.cmd.ProcessState
+	var ws syscall.WaitStatus
+	haveWS := false
+	if st != nil {
+		ws, haveWS = st.Sys().(syscall.WaitStatus)
+	}
+	if p.report != nil {
+		// The supervisor reports the agent's own status; without a report
+		// (the supervisor was killed) its own status is the best there is.
+		if kind, value, rerr := readReport(p.report); rerr == nil && kind == "status" {
+			if n, perr := strconv.ParseUint(value, 10, 32); perr == nil {
+				ws, haveWS = syscall.WaitStatus(n), true
+			}
+		}
+		p.reportFile.Close()
+	}
 	switch {
 	case st == nil:
 		p.err = err
+	case haveWS && ws.Exited():
+		code := ws.ExitStatus()
+		p.status.Code = &code
+	case haveWS && ws.Signaled():
+		p.status.Signal = ws.Signal().String()
 	case st.Exited():
 		code := st.ExitCode()
 		p.status.Code = &code
-	default:
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.status.Signal = ws.Signal().String()
-		}
 	}
 	// The leader is gone; whatever it left in its group goes too, so an agent
 	// exiting on its own leaks nothing either.
-	pgid := p.cmd.Process.Pid
+	pgid := p.pid
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	deadline := time.Now().Add(groupGoneWait)
 	for time.Now().Before(deadline) && groupAlive(pgid) {
@@ -171,14 +252,14 @@ func (p *proc) Wait() (domain.ExitStatus, error) {
 func (p *proc) Stop(ctx context.Context) error {
 	p.stopOnce.Do(func() {
 		p.stdin.Close()
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
 	})
 	select {
 	case <-p.done:
 		return nil
 	case <-ctx.Done():
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	<-p.done
 	return nil
 }

@@ -35,6 +35,9 @@ func agentVars() map[string]string {
 }
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == SuperviseCommand {
+		os.Exit(Supervise(os.Args[2:]))
+	}
 	if os.Getenv(agentEnv) == "1" {
 		os.Exit(runAgent(os.Args[1], os.Args[2:]))
 	}
@@ -73,6 +76,19 @@ func runAgent(mode string, opts []string) int {
 	case "sleep":
 		fmt.Println("ready")
 		time.Sleep(time.Hour)
+	case "daemon":
+		// A stand-in for the daemon: it starts a supervised agent tree,
+		// prints "AGENT GRANDCHILD", and waits to be killed.
+		exe, _ := os.Executable()
+		spec := domain.LaunchSpec{Command: exe, Args: []string{"tree", "setsid", "child-ignore-term"}, Env: agentVars()}
+		p, err := (&Runner{Supervisor: exe}).Start(context.Background(), spec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		gc, _ := bufio.NewReader(p.Stdout()).ReadString('\n')
+		fmt.Println(p.PID(), strings.TrimSpace(gc))
+		time.Sleep(time.Hour)
 	case "tree":
 		args := []string{"sleep"}
 		if slices.Contains(opts, "child-ignore-term") {
@@ -80,6 +96,11 @@ func runAgent(mode string, opts []string) int {
 		}
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = []string{agentEnv + "=1", "GORACE=atexit_sleep_ms=0"}
+		if slices.Contains(opts, "setsid") {
+			// Leaves the agent's process group and session: only the
+			// supervisor can still find it.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 		out, err := cmd.StdoutPipe()
 		if err == nil {
 			err = cmd.Start()
@@ -100,8 +121,20 @@ func runAgent(mode string, opts []string) int {
 	return 3
 }
 
+// supervisedTests makes testRunner run agents under a supervisor (the test
+// binary again, see TestMain); TestSupervised sets it.
+var supervisedTests bool
+
+func testRunner() *Runner {
+	if supervisedTests {
+		exe, _ := os.Executable()
+		return &Runner{Supervisor: exe}
+	}
+	return &Runner{}
+}
+
 // agentSpec is a launch spec running the test binary as an agent.
-func agentSpec(t *testing.T, mode string, opts ...string) domain.LaunchSpec {
+func agentSpec(t testing.TB, mode string, opts ...string) domain.LaunchSpec {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -113,7 +146,7 @@ func agentSpec(t *testing.T, mode string, opts ...string) domain.LaunchSpec {
 // start starts spec and stops it at the end of the test.
 func start(t *testing.T, spec domain.LaunchSpec) ports.AgentProcess {
 	t.Helper()
-	p, err := (&Runner{}).Start(context.Background(), spec)
+	p, err := testRunner().Start(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -140,7 +173,7 @@ func TestRunnerContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	porttest.RunnerContract(t, &Runner{}, domain.LaunchSpec{Agent: "cat", Command: exe, Args: []string{"cat"}, Env: agentVars()})
+	porttest.RunnerContract(t, testRunner(), domain.LaunchSpec{Agent: "cat", Command: exe, Args: []string{"cat"}, Env: agentVars()})
 }
 
 func TestWaitStatus(t *testing.T) {
@@ -227,7 +260,9 @@ func TestAgentEnvironment(t *testing.T) {
 	spec := agentSpec(t, "env")
 	spec.Env["B"] = "from spec"
 	spec.Env["C"] = "3"
-	p, err := (&Runner{BaseEnv: []string{"A=1", "B=from base", "PATH=/nowhere"}}).Start(context.Background(), spec)
+	r := testRunner()
+	r.BaseEnv = []string{"A=1", "B=from base", "PATH=/nowhere"}
+	p, err := r.Start(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}

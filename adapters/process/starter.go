@@ -107,7 +107,7 @@ func startPipes(cmd *exec.Cmd, withStdin bool) (*userProc, error) {
 		return fail(err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(false)
 	if err := cmd.Start(); err != nil {
 		return fail(err)
 	}

@@ -9,7 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func sysProcAttr() *syscall.SysProcAttr {
+// sysProcAttr puts the child in its own process group and signals it when
+// the daemon dies: an agent gets SIGKILL; a supervisor gets SIGTERM, which
+// it catches to kill the agent's whole tree first.
+func sysProcAttr(supervisor bool) *syscall.SysProcAttr {
+	if supervisor {
+		return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	}
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 

@@ -2,9 +2,13 @@
 
 package process
 
-import "syscall"
+import (
+	"bufio"
+	"errors"
+	"syscall"
+)
 
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+func sysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 func groupHasLiveMember(int) bool { return true }
 
@@ -14,3 +18,13 @@ func waitExited(int) {}
 
 // sessionGroups is wired up on Linux only.
 func sessionGroups(int) []int { return nil }
+// SuperviseCommand is the hidden subcommand running Supervise.
+const SuperviseCommand = "_supervise-agent"
+
+// Supervise is Linux only (it needs PR_SET_CHILD_SUBREAPER); elsewhere
+// agents run without a supervisor.
+func Supervise([]string) int { return 127 }
+
+const supervised = false
+
+func readReport(*bufio.Reader) (string, string, error) { return "", "", errors.New("no supervisor") }

@@ -28,12 +28,19 @@ type Event struct {
 //
 // Event payloads are immutable once appended, so readers get slices that
 // alias the log's storage without copying.
+//
+// The budget is strict: an event larger than the whole log is never
+// buffered. It goes to the readers registered when it arrives (each holds
+// it until it reads it) and leaves at once, taking every older event with
+// it; a reader that comes later, or was behind, gets a gap.
 type EventLog struct {
 	mu      sync.Mutex
 	ring    []Event // ring[head:] are the buffered events, oldest first
 	head    int
 	bytes   int64
+	size    atomic.Int64 // bytes, readable without mu (by the replay pool)
 	max     int64
+	pool    *replayPool   // nil for a log with no shared budget
 	next    uint64        // sequence number of the next event
 	wake    chan struct{} // closed on append or close; nil when nobody waits
 	closed  bool
@@ -42,8 +49,7 @@ type EventLog struct {
 	gaps    atomic.Uint64
 }
 
-// NewEventLog returns a log that keeps at most maxBytes of recent events
-// (always at least the newest one).
+// NewEventLog returns a log that keeps at most maxBytes of recent events.
 func NewEventLog(maxBytes int64) *EventLog {
 	return &EventLog{max: maxBytes, next: 1, cursors: map[*Cursor]struct{}{}}
 }
@@ -52,15 +58,47 @@ func NewEventLog(maxBytes int64) *EventLog {
 // never blocks on readers. It returns the event's sequence number.
 func (l *EventLog) Append(data []byte) uint64 {
 	l.mu.Lock()
+	before := l.bytes
 	seq := l.next
 	l.next++
-	l.ring = append(l.ring, Event{Seq: seq, Data: data})
-	l.bytes += int64(len(data)) + eventOverhead
-	for l.bytes > l.max && len(l.ring)-l.head > 1 {
+	ev := Event{Seq: seq, Data: data}
+	if cost := int64(len(data)) + eventOverhead; cost > l.max {
+		// Too big for replay: straight to the readers there are now.
+		l.evictLocked(len(l.ring) - l.head)
+		for c := range l.cursors {
+			c.held = &ev
+		}
+	} else {
+		l.ring = append(l.ring, ev)
+		l.bytes += cost
+		n := 0
+		for b := l.bytes; b > l.max; n++ {
+			b -= int64(len(l.ring[l.head+n].Data)) + eventOverhead
+		}
+		l.evictLocked(n)
+	}
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	delta := l.bytes - before
+	l.mu.Unlock()
+	l.pool.add(delta)
+	return seq
+}
+
+// evictLocked drops the n oldest buffered events. Readers positioned on
+// them get a gap on their next Read.
+func (l *EventLog) evictLocked(n int) {
+	for ; n > 0; n-- {
 		old := &l.ring[l.head]
 		l.bytes -= int64(len(old.Data)) + eventOverhead
 		*old = Event{}
 		l.head++
+	}
+	if l.head == len(l.ring) {
+		clear(l.ring)
+		l.ring, l.head = l.ring[:0], 0
 	}
 	// Compact the ring once the dead prefix dominates: amortised O(1).
 	if l.head > 1024 && l.head > len(l.ring)/2 {
@@ -69,12 +107,32 @@ func (l *EventLog) Append(data []byte) uint64 {
 		l.ring = l.ring[:n]
 		l.head = 0
 	}
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
+	l.size.Store(l.bytes)
+}
+
+// evictFor drops the oldest events until at least want bytes are freed or
+// the log is empty, for the shared budget. It returns the bytes freed.
+func (l *EventLog) evictFor(want int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	before := l.bytes
+	n := 0
+	for freed := int64(0); freed < want && l.head+n < len(l.ring); n++ {
+		freed += int64(len(l.ring[l.head+n].Data)) + eventOverhead
 	}
+	l.evictLocked(n)
+	return before - l.bytes
+}
+
+// Release drops every buffered event and leaves the shared budget: the log
+// of an instance that is forgotten. Readers still open get a gap.
+func (l *EventLog) Release() {
+	l.mu.Lock()
+	freed := l.bytes
+	l.evictLocked(len(l.ring) - l.head)
+	l.ring = nil
 	l.mu.Unlock()
-	return seq
+	l.pool.remove(l, freed)
 }
 
 // Close ends every reader and releases flush barriers. Appending after
@@ -121,6 +179,9 @@ type Cursor struct {
 	log     *EventLog
 	next    uint64        // next sequence number to read
 	flushed atomic.Uint64 // every event up to this seq has reached the peer
+	// held is an event too big for the log, kept for this reader alone
+	// until it reads it; guarded by the log's mu.
+	held *Event
 }
 
 // Subscribe registers a reader. With after == nil it starts at the oldest
@@ -176,6 +237,21 @@ func (c *Cursor) Read(ctx context.Context, buf []Event, max int, idle time.Durat
 			l.mu.Unlock()
 			return buf, nil, ErrStreamClosed
 		}
+		if h := c.held; h != nil {
+			if c.next < h.Seq {
+				g := &Gap{LastEventID: c.next - 1, OldestAvailable: h.Seq}
+				c.next = h.Seq
+				l.mu.Unlock()
+				l.gaps.Add(1)
+				return buf, g, nil
+			}
+			c.held = nil
+			if c.next == h.Seq {
+				c.next++
+				l.mu.Unlock()
+				return append(buf, *h), nil, nil
+			}
+		}
 		if oldest := l.oldestLocked(); c.next < oldest {
 			g := &Gap{LastEventID: c.next - 1, OldestAvailable: oldest}
 			c.next = oldest
@@ -230,6 +306,7 @@ func (c *Cursor) Close() {
 	l := c.log
 	l.mu.Lock()
 	delete(l.cursors, c)
+	c.held = nil
 	if l.ackWake != nil {
 		close(l.ackWake)
 		l.ackWake = nil
@@ -281,3 +358,113 @@ func (l *EventLog) WaitFlushed(ctx context.Context, seq uint64, timeout time.Dur
 		}
 	}
 }
+
+// replayPool is the budget all event logs share (--replay-total). Logs
+// report their growth after each append; past the budget the oldest events
+// of the largest logs go first, so one busy instance cannot push every
+// other one's history out.
+type replayPool struct {
+	max   int64
+	total atomic.Int64
+
+	mu   sync.Mutex // one enforcer at a time; guards logs. Taken before a log's mu.
+	logs map[*EventLog]struct{}
+}
+
+func newReplayPool(max int64) *replayPool {
+	return &replayPool{max: max, logs: map[*EventLog]struct{}{}}
+}
+
+// newLog returns an event log of maxBytes that draws on the pool.
+func (p *replayPool) newLog(maxBytes int64) *EventLog {
+	l := NewEventLog(maxBytes)
+	l.pool = p
+	p.mu.Lock()
+	p.logs[l] = struct{}{}
+	p.mu.Unlock()
+	return l
+}
+
+// add records a log's growth (or shrinkage) and enforces the budget. It is
+// called without the log's lock held.
+func (p *replayPool) add(delta int64) {
+	if p == nil || delta == 0 {
+		return
+	}
+	if p.total.Add(delta) > p.max {
+		p.enforce()
+	}
+}
+
+// reserve charges n bytes that are not in a log yet (a line being read),
+// evicting from the logs to make room. It reports false, charging nothing,
+// when there is no room even with every log empty.
+func (p *replayPool) reserve(n int64) bool {
+	if p == nil {
+		return true
+	}
+	if p.total.Add(n) > p.max {
+		p.enforce()
+		if p.total.Load() > p.max {
+			p.total.Add(-n)
+			return false
+		}
+	}
+	return true
+}
+
+// release gives back what reserve charged.
+func (p *replayPool) release(n int64) {
+	if p != nil && n != 0 {
+		p.total.Add(-n)
+	}
+}
+
+func (p *replayPool) remove(l *EventLog, freed int64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.logs, l)
+	p.mu.Unlock()
+	p.total.Add(-freed)
+}
+
+// enforce evicts from the largest log until the pool is within budget,
+// taking each log down to the size of the next largest at most, so the
+// largest logs shrink together.
+func (p *replayPool) enforce() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		over := p.total.Load() - p.max
+		if over <= 0 {
+			return
+		}
+		var largest *EventLog
+		var first, second int64
+		for l := range p.logs {
+			switch b := l.size.Load(); {
+			case b > first:
+				largest, second, first = l, first, b
+			case b > second:
+				second = b
+			}
+		}
+		if largest == nil {
+			return
+		}
+		want := min(over, first-second)
+		if want <= 0 {
+			want = over
+		}
+		freed := largest.evictFor(want)
+		p.total.Add(-freed)
+		if freed == 0 {
+			return
+		}
+	}
+}
+
+// Total is the bytes buffered by every log of the pool.
+func (p *replayPool) Total() int64 { return p.total.Load() }

@@ -97,17 +97,80 @@ func TestEventLogBudget(t *testing.T) {
 		t.Errorf("tiny events: %+v", st)
 	}
 
-	// One event larger than the whole budget is still kept, alone.
-	big := NewEventLog(10)
+	// One event larger than the whole budget is never buffered: it goes to
+	// the readers there are (a caught-up one and one behind, which gets a
+	// gap first), takes the older events with it, and a later reader with
+	// a Last-Event-ID before it gets a gap.
+	big := NewEventLog(200)
 	big.Append(evt(5))
+	live := big.Subscribe(nil)
+	defer live.Close()
+	readNow(t, live) // caught up after event 1
+	behind := big.Subscribe(nil)
+	defer behind.Close()
 	big.Append(evt(1000))
-	if st := big.Stats(); st.Events != 1 || st.Bytes != 1000+eventOverhead || st.LastEventID != 2 {
-		t.Errorf("oversized event: %+v", st)
+	if st := big.Stats(); st.Events != 0 || st.Bytes != 0 || st.LastEventID != 2 {
+		t.Errorf("oversized event buffered: %+v", st)
 	}
-	bc := big.Subscribe(nil)
-	defer bc.Close()
-	if evs, _ := readNow(t, bc); len(evs) != 1 || evs[0].Seq != 2 || len(evs[0].Data) != 1000 {
-		t.Errorf("oversized event read back: %v", seqs(evs))
+	big.Append(evt(10))
+	if evs, gap := readNow(t, live); gap != nil || len(evs) != 1 || evs[0].Seq != 2 || len(evs[0].Data) != 1000 {
+		t.Errorf("live reader: %v %+v", seqs(evs), gap)
+	}
+	if evs, gap := readNow(t, live); gap != nil || len(evs) != 1 || evs[0].Seq != 3 {
+		t.Errorf("live reader after the big one: %v %+v", seqs(evs), gap)
+	}
+	if _, gap := readNow(t, behind); gap == nil || gap.LastEventID != 0 || gap.OldestAvailable != 2 {
+		t.Errorf("reader behind: gap %+v", gap)
+	}
+	if evs, _ := readNow(t, behind); len(evs) != 1 || evs[0].Seq != 2 {
+		t.Errorf("reader behind after its gap: %v", seqs(evs))
+	}
+	after := uint64(1)
+	later := big.Subscribe(&after)
+	defer later.Close()
+	if _, gap := readNow(t, later); gap == nil || gap.OldestAvailable != 3 {
+		t.Errorf("later reader: gap %+v", gap)
+	}
+	if evs, _ := readNow(t, later); len(evs) != 1 || evs[0].Seq != 3 {
+		t.Errorf("later reader after its gap: %v", seqs(evs))
+	}
+}
+
+// The shared budget: past it, the largest logs lose their oldest events
+// first, and the total never stays above it.
+func TestReplayPoolTotal(t *testing.T) {
+	const per = 100 + eventOverhead
+	p := newReplayPool(10 * per)
+	small, large := p.newLog(1<<20), p.newLog(1<<20)
+	for range 3 {
+		small.Append(evt(100))
+	}
+	for range 7 {
+		large.Append(evt(100))
+	}
+	if p.Total() != 10*per {
+		t.Fatalf("total = %d, want %d", p.Total(), 10*per)
+	}
+	large.Append(evt(100)) // one over: the largest log pays
+	if st := large.Stats(); st.Events != 7 || p.Total() != 10*per {
+		t.Fatalf("large %+v, total %d", st, p.Total())
+	}
+	if st := small.Stats(); st.Events != 3 {
+		t.Fatalf("small lost events: %+v", st)
+	}
+	small.Append(evt(100 * 5)) // both are now large: they shrink together
+	if ss, ls := small.Stats(), large.Stats(); p.Total() > 10*per || ls.Events >= 7 || ss.Events >= 4 || ss.Bytes+ls.Bytes != p.Total() {
+		t.Fatalf("small %+v, large %+v, total %d", ss, ls, p.Total())
+	}
+	c := large.Subscribe(new(uint64))
+	defer c.Close()
+	if _, gap := readNow(t, c); gap == nil {
+		t.Fatalf("a reader from the start of an evicted log got no gap")
+	}
+	small.Release()
+	large.Release()
+	if p.Total() != 0 || len(p.logs) != 0 {
+		t.Fatalf("after release: total %d, %d logs", p.Total(), len(p.logs))
 	}
 }
 

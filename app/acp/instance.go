@@ -26,6 +26,7 @@ type instance struct {
 	createdAt time.Time
 	proc      ports.AgentProcess
 	log       *EventLog
+	pool      *replayPool // the budget of the log and of lines being read
 	stderr    stderrTail
 	opts      *Options
 	logger    *slog.Logger
@@ -40,6 +41,12 @@ type instance struct {
 
 	readerDone chan struct{}
 	done       chan struct{} // closed once the exit is fully recorded
+	onExit     func(*instance)
+
+	// Guarded by Instances.mu: the exit was noted (slot freed), and the
+	// timer that forgets the exited instance.
+	exitNoted bool
+	expiry    *time.Timer
 }
 
 // pendingRequest is a request waiting for its response.
@@ -55,13 +62,15 @@ type pendingResult struct {
 	err  error
 }
 
-func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time) *instance {
+func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time, pool *replayPool, onExit func(*instance)) *instance {
 	in := &instance{
 		id:         id,
 		agent:      agent,
 		createdAt:  now,
 		proc:       proc,
-		log:        NewEventLog(opts.ReplayBytes),
+		log:        pool.newLog(opts.ReplayBytes),
+		pool:       pool,
+		onExit:     onExit,
 		opts:       opts,
 		logger:     opts.Logger.With("server_id", id, "agent", agent, "pid", proc.PID()),
 		pending:    map[string]*pendingRequest{},
@@ -79,38 +88,67 @@ func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now t
 }
 
 // readStdout frames stdout into events. It never blocks on readers.
+//
+// A line longer than the reader's buffer is assembled from copies of its
+// chunks, each charged to the shared replay budget before it is kept (and
+// given back once the line is an event, which the log charges itself): lines
+// being read count against --replay-total like the logs do, so agents all
+// writing huge lines at once cannot take the daemon's memory. A line that
+// finds no room, or passes --max-frame, stops its agent.
 func (in *instance) readStdout() {
 	defer close(in.readerDone)
 	r := bufio.NewReaderSize(in.proc.Stdout(), 64<<10)
-	var big []byte // accumulates a line longer than the reader's buffer
+	var chunks [][]byte // a line longer than the reader's buffer, so far
+	var n, charged int64
+	defer func() { in.pool.release(charged) }()
 	for {
 		chunk, err := r.ReadSlice('\n')
-		n := len(big) + len(chunk)
+		n += int64(len(chunk))
+		size := n
 		if err == nil {
-			n-- // the newline is not part of the frame
+			size-- // the newline is not part of the frame
 		}
-		if n > in.opts.MaxFrameBytes {
-			in.logger.Error("agent wrote a frame over the limit; stopping it", "limit_bytes", in.opts.MaxFrameBytes)
-			go func() {
-				// SIGKILL after the grace period, as on DELETE: an agent
-				// ignoring SIGTERM must not outlive its instance's end.
-				ctx, cancel := context.WithTimeout(context.Background(), in.opts.StopGrace)
-				defer cancel()
-				in.proc.Stop(ctx) //nolint:errcheck // watch records the exit
-			}()
-			_, _ = io.Copy(io.Discard, r) // keep the agent unblocked while it stops
+		tooBig := size > int64(in.opts.MaxFrameBytes)
+		if !tooBig && (err == bufio.ErrBufferFull || chunks != nil) {
+			// Room for this chunk's copy, and for the whole line once it ends.
+			need := int64(len(chunk))
+			if err != bufio.ErrBufferFull {
+				need += size
+			}
+			if !in.pool.reserve(need) {
+				in.pool.release(charged)
+				charged = 0
+				in.stopForOutput("agent wrote a line the replay budget has no room for; stopping it", "replay_total_bytes", in.pool.max)
+				_, _ = io.Copy(io.Discard, r) // keep the agent unblocked while it stops
+				return
+			}
+			charged += need
+		}
+		if tooBig {
+			in.stopForOutput("agent wrote a frame over the limit; stopping it", "limit_bytes", int64(in.opts.MaxFrameBytes))
+			_, _ = io.Copy(io.Discard, r)
 			return
 		}
 		var line []byte
 		switch {
 		case err == bufio.ErrBufferFull:
-			big = append(big, chunk...)
+			chunks = append(chunks, append([]byte(nil), chunk...))
 			continue
-		case big != nil:
-			line, big = append(big, chunk...), nil
+		case chunks != nil:
+			line = make([]byte, 0, n)
+			for _, c := range chunks {
+				line = append(line, c...)
+			}
+			line = append(line, chunk...)
+			chunks, n = nil, 0
 		default:
 			line = append([]byte(nil), chunk...) // ReadSlice's buffer is reused
+			n = 0
 		}
+		// The log charges what it keeps; the assembly's charge goes back
+		// first, so the two never count twice.
+		in.pool.release(charged)
+		charged = 0
 		in.handleLine(line)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -119,6 +157,18 @@ func (in *instance) readStdout() {
 			return
 		}
 	}
+}
+
+// stopForOutput stops an agent whose output the daemon cannot take.
+func (in *instance) stopForOutput(msg, key string, limit int64) {
+	in.logger.Error(msg, key, limit)
+	go func() {
+		// SIGKILL after the grace period, as on DELETE: an agent
+		// ignoring SIGTERM must not outlive its instance's end.
+		ctx, cancel := context.WithTimeout(context.Background(), in.opts.StopGrace)
+		defer cancel()
+		in.proc.Stop(ctx) //nolint:errcheck // watch records the exit
+	}()
 }
 
 func (in *instance) handleLine(line []byte) {
@@ -195,6 +245,11 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 	in.log.Append(domain.AgentExitedMessage(st.Success(), st.Code))
 	in.opts.metrics.exited(st)
 	in.logger.Info("agent exited", "code", codeOrNil(st.Code), "signal", st.Signal)
+	// Free the agent's slot before done: a DELETE returns once done is
+	// closed, and a POST right after it must find the slot free.
+	if in.onExit != nil {
+		in.onExit(in)
+	}
 	close(in.done)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,16 @@ type Options struct {
 	AsyncMethods map[string]bool
 	// ReplayBytes is the per-instance event log budget.
 	ReplayBytes int64
+	// ReplayTotal bounds all event logs together; past it the oldest
+	// events of the largest logs go first.
+	ReplayTotal int64
+	// MaxInstances bounds live agents (running or still stopping); a POST
+	// that would start one more gets too_many_instances.
+	MaxInstances int
+	// ExitedTTL is how long an exited instance stays listed (with its
+	// stderr tail and replay); MaxExited bounds how many stay.
+	ExitedTTL time.Duration
+	MaxExited int
 	// MaxFrameBytes bounds one line of agent stdout.
 	MaxFrameBytes int
 	// StopGrace is how long an agent has between SIGTERM and SIGKILL.
@@ -42,6 +53,10 @@ func DefaultOptions() Options {
 		RequestTimeout: 120 * time.Second,
 		AsyncMethods:   map[string]bool{"session/prompt": true},
 		ReplayBytes:    16 << 20,
+		ReplayTotal:    512 << 20,
+		MaxInstances:   100,
+		ExitedTTL:      10 * time.Minute,
+		MaxExited:      100,
 		MaxFrameBytes:  64 << 20,
 		StopGrace:      3 * time.Second,
 		WriteTimeout:   30 * time.Second,
@@ -56,6 +71,18 @@ func (o *Options) fill() {
 	}
 	if o.ReplayBytes <= 0 {
 		o.ReplayBytes = d.ReplayBytes
+	}
+	if o.ReplayTotal <= 0 {
+		o.ReplayTotal = d.ReplayTotal
+	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = d.MaxInstances
+	}
+	if o.ExitedTTL <= 0 {
+		o.ExitedTTL = d.ExitedTTL
+	}
+	if o.MaxExited <= 0 {
+		o.MaxExited = d.MaxExited
 	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = d.MaxFrameBytes
@@ -93,11 +120,19 @@ type Instances struct {
 	runner   ports.AgentRunner
 	launcher Launcher
 
+	replay *replayPool // the budget all event logs share
+
 	mu       sync.Mutex
 	byID     map[string]*instance
 	creating map[string]chan struct{} // closed when a bootstrap of the id ends
-	closed   bool
-	wg       sync.WaitGroup // instances being stopped
+	// live counts agents that exist or are being started: reserved before
+	// a spawn, released when the spawn fails or the agent has exited.
+	live int
+	// exited lists the exited instances still in byID, oldest exit first;
+	// each leaves after ExitedTTL (its timer) or when MaxExited is passed.
+	exited []*instance
+	closed bool
+	wg     sync.WaitGroup // instances being stopped
 }
 
 // NewInstances wires the ACP use cases.
@@ -107,6 +142,7 @@ func NewInstances(opts Options, runner ports.AgentRunner, launcher Launcher) *In
 		opts:     opts,
 		runner:   runner,
 		launcher: launcher,
+		replay:   newReplayPool(opts.ReplayTotal),
 		byID:     map[string]*instance{},
 		creating: map[string]chan struct{}{},
 	}
@@ -154,7 +190,7 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 		}
 		if !domain.ValidServerID(req.ServerID) {
 			s.mu.Unlock()
-			return nil, domain.InvalidRequest("server id must be 1 to %d bytes with no '/' or NUL", domain.MaxServerIDLen)
+			return nil, domain.InvalidRequest("server id must be 1 to %d bytes of valid UTF-8 with no '/' or NUL", domain.MaxServerIDLen)
 		}
 		if wait, busy := s.creating[req.ServerID]; busy {
 			s.mu.Unlock()
@@ -165,6 +201,11 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 				return nil, ctx.Err()
 			}
 		}
+		if s.live >= s.opts.MaxInstances {
+			s.mu.Unlock()
+			return nil, tooManyInstances(s.opts.MaxInstances)
+		}
+		s.live++ // reserved; released by a failed spawn or the agent's exit
 		done := make(chan struct{})
 		s.creating[req.ServerID] = done
 		s.mu.Unlock()
@@ -172,7 +213,9 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 		in, err := s.create(ctx, req.ServerID, req.Agent)
 		s.mu.Lock()
 		delete(s.creating, req.ServerID)
-		if in != nil {
+		if in == nil {
+			s.live--
+		} else {
 			if s.closed {
 				s.mu.Unlock()
 				close(done)
@@ -180,11 +223,21 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 				return nil, errShuttingDown
 			}
 			s.byID[req.ServerID] = in
+			if in.exitNoted { // it exited before it was listed
+				s.listExitedLocked(in)
+			}
 		}
 		s.mu.Unlock()
 		close(done)
 		return in, err
 	}
+}
+
+// tooManyInstances is the 429 of --max-instances. Retry-After is set by the
+// HTTP adapter: an instance frees its slot when its agent exits.
+func tooManyInstances(limit int) error {
+	msg := "the daemon already runs " + strconv.Itoa(limit) + " agents (--max-instances); DELETE one or retry later"
+	return &domain.Error{Kind: domain.KindTooManyInstances, Msg: msg, Details: map[string]any{"message": msg, "limit": limit}}
 }
 
 var errShuttingDown = &domain.Error{Kind: domain.KindStreamError, Msg: "daemon is shutting down", Details: map[string]any{"message": "daemon is shutting down"}}
@@ -205,9 +258,64 @@ func (s *Instances) create(ctx context.Context, id, agent string) (*instance, er
 		return nil, &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
 	}
 	s.opts.metrics.spawned()
-	in := newInstance(id, agent, proc, &s.opts, s.opts.Now())
+	in := newInstance(id, agent, proc, &s.opts, s.opts.Now(), s.replay, s.exitedOne)
 	in.logger.Info("agent started", "command", spec.Command, "source", spec.Source)
 	return in, nil
+}
+
+// exitedOne is called once per instance when its agent has exited and the
+// exit is recorded: the agent's slot is free, and the instance, if still
+// listed, starts its time on the exited list.
+func (s *Instances) exitedOne(in *instance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live--
+	in.exitNoted = true
+	if !s.closed && s.byID[in.id] == in {
+		s.listExitedLocked(in)
+	}
+}
+
+// listExitedLocked starts an exited instance's time on the exited list, and
+// forgets the oldest ones past MaxExited.
+func (s *Instances) listExitedLocked(in *instance) {
+	s.exited = append(s.exited, in)
+	in.expiry = time.AfterFunc(s.opts.ExitedTTL, func() { s.expire(in) })
+	for len(s.exited) > s.opts.MaxExited {
+		s.forgetLocked(s.exited[0])
+	}
+}
+
+// expire forgets an exited instance whose time is up.
+func (s *Instances) expire(in *instance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID[in.id] == in {
+		s.forgetLocked(in)
+	}
+}
+
+// forgetLocked removes an exited instance from the table and frees its
+// event log. Called with s.mu held.
+func (s *Instances) forgetLocked(in *instance) {
+	delete(s.byID, in.id)
+	s.dropExitedLocked(in)
+	s.opts.metrics.retire(in)
+	in.log.Close()
+	in.log.Release()
+}
+
+// dropExitedLocked takes in off the exited list and stops its timer.
+func (s *Instances) dropExitedLocked(in *instance) {
+	if in.expiry != nil {
+		in.expiry.Stop()
+	}
+	for i, e := range s.exited {
+		if e == in {
+			s.exited = append(s.exited[:i], s.exited[i+1:]...)
+			return
+		}
+	}
 }
 
 // Subscribe opens a reader on an instance's stream; see EventLog.Subscribe.
@@ -233,6 +341,7 @@ func (s *Instances) Delete(ctx context.Context, id string) {
 	in := s.byID[id]
 	delete(s.byID, id)
 	if in != nil {
+		s.dropExitedLocked(in)
 		s.opts.metrics.retire(in)
 		s.wg.Add(1)
 	}
@@ -240,6 +349,7 @@ func (s *Instances) Delete(ctx context.Context, id string) {
 	if in != nil {
 		defer s.wg.Done()
 		in.stop(ctx)
+		in.log.Release()
 	}
 }
 
@@ -308,6 +418,7 @@ func (s *Instances) Close(ctx context.Context) error {
 	all := s.byID
 	s.byID = map[string]*instance{}
 	for _, in := range all {
+		s.dropExitedLocked(in)
 		s.opts.metrics.retire(in)
 		s.wg.Add(1)
 	}

@@ -217,7 +217,7 @@ func TestBootstrapErrors(t *testing.T) {
 			msg: "missing required 'agent' query parameter for first POST to /v1/acp/s"},
 		{name: "empty agent", req: PostRequest{ServerID: "s", HasAgent: true}, kind: domain.KindUnsupportedAgent},
 		{name: "server id with a slash", req: PostRequest{ServerID: "a/b", Agent: "mock", HasAgent: true}, kind: domain.KindInvalidRequest,
-			msg: "server id must be 1 to 512 bytes with no '/' or NUL"},
+			msg: "server id must be 1 to 512 bytes of valid UTF-8 with no '/' or NUL"},
 		{name: "server id too long", req: PostRequest{ServerID: strings.Repeat("x", 513), Agent: "mock", HasAgent: true}, kind: domain.KindInvalidRequest},
 		{name: "agent id with a slash", req: PostRequest{ServerID: "s", Agent: "../x", HasAgent: true}, kind: domain.KindUnsupportedAgent, msg: "../x"},
 		{name: "launcher error passes through", req: PostRequest{ServerID: "s", Agent: "claude", HasAgent: true},
@@ -891,4 +891,120 @@ func TestAgentOf(t *testing.T) {
 	if got := s.AgentOf("x"); got != "" {
 		t.Fatalf("after delete: %q", got)
 	}
+}
+
+// --max-instances: one more live agent is refused; an exit or a DELETE
+// frees the slot at once.
+func TestMaxInstances(t *testing.T) {
+	r := newACPRig(t, Options{MaxInstances: 2})
+	r.mustPost(t, "a", "x", note)
+	r.mustPost(t, "b", "x", note)
+	_, err := r.post(t, context.Background(), "c", "x", note)
+	e := wantKind(t, err, domain.KindTooManyInstances, "")
+	if e.Details["limit"] != 2 {
+		t.Errorf("details %v", e.Details)
+	}
+	if n := len(r.runner.Processes()); n != 2 {
+		t.Fatalf("%d agents started", n)
+	}
+	// Existing instances still take posts.
+	r.mustPost(t, "a", "", req(1, "echo"))
+	r.s.Delete(context.Background(), "a")
+	r.mustPost(t, "c", "x", note)
+	// An agent that exits frees its slot but stays listed.
+	r.proc(t, 1).Exit(porttest.ExitCode(0))
+	waitExited(t, r, "b")
+	r.mustPost(t, "d", "x", note)
+	if got := len(r.s.List()); got != 3 {
+		t.Errorf("%d listed, want b (exited), c, d", got)
+	}
+}
+
+func waitExited(t *testing.T, r *acpRig, id string) {
+	t.Helper()
+	for range 1000 {
+		for _, s := range r.s.List() {
+			if s.ServerID == id && s.State == "exited" {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%s did not exit", id)
+}
+
+// Exited instances stay listed for ExitedTTL, at most MaxExited of them,
+// and their replay leaves the shared budget when they go.
+func TestExitedInstancesExpire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newACPRig(t, Options{ExitedTTL: time.Minute, MaxExited: 2})
+		for i, id := range []string{"a", "b", "c"} {
+			r.mustPost(t, id, "x", note)
+			say(r.proc(t, i), `{"jsonrpc":"2.0","method":"hello"}`)
+			r.proc(t, i).Exit(porttest.ExitCode(0))
+			synctest.Wait()
+			time.Sleep(time.Second) // exits are ordered in time
+		}
+		ids := func() string {
+			var out []string
+			for _, s := range r.s.List() {
+				out = append(out, s.ServerID+":"+s.State)
+			}
+			return strings.Join(out, ",")
+		}
+		if got := ids(); got != "b:exited,c:exited" {
+			t.Fatalf("listed %s, want the two newest exited", got)
+		}
+		if _, err := r.s.Stderr("a"); !domain.IsKind(err, domain.KindSessionNotFound) {
+			t.Errorf("forgotten instance: %v", err)
+		}
+		r.mustPost(t, "live", "x", note)
+		time.Sleep(58 * time.Second) // b exited at 1 s, c at 2 s; now is 3 s
+		synctest.Wait()
+		if got := ids(); got != "c:exited,live:running" {
+			t.Fatalf("after the TTL of b: %s", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := ids(); got != "live:running" {
+			t.Fatalf("after the TTL of c: %s", got)
+		}
+		if total := r.s.replay.Total(); total != 0 {
+			t.Errorf("replay still holds %d bytes of forgotten instances", total)
+		}
+		// A forgotten id can be started again.
+		r.mustPost(t, "a", "x", note)
+	})
+}
+
+// Lines being read count against the shared replay budget: a line the
+// budget has room for (while it is read, twice its size) is delivered, one
+// it has no room for stops the agent, and nothing stays charged.
+func TestLineBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newACPRig(t, Options{ReplayTotal: 150 << 10, ReplayBytes: 1 << 20})
+		r.mustPost(t, "s", "a", note)
+		p := r.proc(t, 0)
+		c, _ := r.s.Subscribe("s", nil)
+		defer c.Close()
+		fits := `{"n":"` + strings.Repeat("x", 70<<10) + `"}`
+		say(p, fits)
+		evs, _, _ := c.Read(context.Background(), nil, 10, time.Second)
+		if len(evs) != 1 || string(evs[0].Data) != fits {
+			t.Fatalf("line that fits: %d events", len(evs))
+		}
+		go say(p, `{"n":"`+strings.Repeat("x", 100<<10)+`"}`)
+		<-p.Stopped()
+		<-p.Done()
+		synctest.Wait()
+		evs, _, _ = c.Read(context.Background(), nil, 10, time.Second)
+		if len(evs) != 1 || string(evs[0].Data) != string(domain.AgentExitedMessage(false, nil)) {
+			t.Errorf("after the line with no room: %.300s", dataOf(evs))
+		}
+		// The first line was evicted to make room for reading the second:
+		// only the exit event is left, and no assembly charge.
+		if got, want := r.s.replay.Total(), int64(len(evs[0].Data)+eventOverhead); got != want {
+			t.Errorf("replay total %d, want the exit event's %d", got, want)
+		}
+	})
 }

@@ -127,6 +127,9 @@ type MetricsSnapshot struct {
 	Running, Exited, Subscribers, PendingRequests int
 	BufferedEvents                                int
 	BufferedBytes                                 int64
+	// ReplayBudgetBytes is what the shared --replay-total budget holds:
+	// the replay buffers plus agent lines being read.
+	ReplayBudgetBytes int64
 }
 
 // Metrics returns the daemon's ACP counters and gauges. It is cheap enough
@@ -154,6 +157,7 @@ func (s *Instances) Metrics() MetricsSnapshot {
 		LateResponses:      m.lateResponses.Load(),
 		StdinWriteFailures: m.stdinWriteFailures.Load(),
 		ReplayGaps:         gaps,
+		ReplayBudgetBytes:  s.replay.Total(),
 	}
 	for _, in := range all {
 		info := in.info()

@@ -68,12 +68,17 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return usagef("%v", err)
 	}
+	if err := f.limits.validate(); err != nil {
+		return usagef("%v", err)
+	}
+	f.limits.setMemoryLimit(log)
+	f.limits.warnFDs(log)
 	agents, err := agentResolver(f)
 	if err != nil {
 		return err
 	}
 	wireInstaller(agents, log)
-	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN")}
+	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN"), Supervisor: supervisorExe()}
 	instances := acp.NewInstances(opts, runner, agents)
 
 	files, configs, closeFs, err := newFilesystem(f)
@@ -89,7 +94,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	defer stopPolicies()
 
-	handler := httpapi.New(httpapi.Config{
+	httpCfg := httpapi.Config{
 		Version:    version,
 		Logger:     log,
 		Instances:  instances,
@@ -107,12 +112,15 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 
 		MetricsPublic:      f.metricsPublic,
 		StreamWriteTimeout: f.streamWrite,
-	})
+	}
+	f.limits.applyHTTP(&httpCfg)
+	handler := httpapi.New(httpCfg)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = f.limits.listener(ln)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -166,6 +174,7 @@ func acpOptions(f *serverFlags, log *slog.Logger) (acp.Options, error) {
 	opts.MaxFrameBytes = f.maxFrame
 	opts.StopGrace = f.stopGrace
 	opts.WriteTimeout = f.stdinWriteTimeout
+	f.limits.apply(&opts)
 	opts.AsyncMethods = map[string]bool{}
 	for _, m := range strings.Split(f.asyncMethods, ",") {
 		if m = strings.TrimSpace(m); m != "" {

@@ -32,6 +32,7 @@ type serverFlags struct {
 	fsRoot, fsBackend                 string
 	maxUpload                         int64
 	policy                            policyFlags
+	limits                            limitFlags
 }
 
 // register defines the server's flags on fs, in the order --help lists
@@ -65,6 +66,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
 	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")
 	f.policy.register(fs)
+	f.limits.register(fs)
 }
 
 // applyEnv fills what comes from the environment when the flag is not

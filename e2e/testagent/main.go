@@ -11,6 +11,10 @@
 //	notification "burst"     → params.n notifications {"method":"tick","params":{"i":k}}
 //	notification "exit"      → exits with params.code
 //	notification "spawn"     → starts a grandchild (sleep) that ignores SIGTERM, writes its pid
+//	notification "spawn-setsid" → like "spawn", but the grandchild calls setsid
+//	                           first (leaves the agent's group and session)
+//	notification "bigline"   → one notification of params.n bytes of padding
+//	                           ({"method":"big","params":{"pad":"xxx…"}}), params.count times (default 1)
 //	notification "ignore-term" → ignores SIGTERM and stdin EOF from now on
 //	notification "stderr-flood" → in the background: one 1 MiB line, then params.n
 //	                           lines of 1 KiB on stderr, then the notification "flooded"
@@ -89,6 +93,7 @@ func handle(line []byte) {
 		Params struct {
 			Code    int `json:"code"`
 			N       int `json:"n"`
+			Count   int `json:"count"`
 			DelayMs int `json:"delayMs"`
 		} `json:"params"`
 	}
@@ -117,6 +122,19 @@ func handle(line []byte) {
 				return
 			}
 			write([]byte(`{"jsonrpc":"2.0","method":"spawned","params":{"pid":` + strconv.Itoa(cmd.Process.Pid) + `}}`))
+		case "spawn-setsid":
+			cmd := exec.Command("sh", "-c", `trap "" TERM; while :; do sleep 1; done`)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, "testagent: spawn-setsid:", err)
+				return
+			}
+			write([]byte(`{"jsonrpc":"2.0","method":"spawned","params":{"pid":` + strconv.Itoa(cmd.Process.Pid) + `}}`))
+		case "bigline":
+			line := []byte(`{"jsonrpc":"2.0","method":"big","params":{"pad":"` + strings.Repeat("x", msg.Params.N) + `"}}`)
+			for range max(1, msg.Params.Count) {
+				write(line)
+			}
 		case "ignore-term":
 			signalIgnoreTerm()
 			stubborn = true
