@@ -18,6 +18,7 @@ func waitExited(int) {}
 
 // sessionGroups is wired up on Linux only.
 func sessionGroups(int) []int { return nil }
+
 // SuperviseCommand is the hidden subcommand running Supervise.
 const SuperviseCommand = "_supervise-agent"
 
