@@ -18,6 +18,10 @@ const eventOverhead = 64
 type Event struct {
 	Seq  uint64
 	Data []byte
+	// Stream is which stream of an ACP standard-transport connection
+	// carries the event (see Conn): "" the connection's own stream, else a
+	// session id, or noStream. Other readers ignore it.
+	Stream string
 }
 
 // EventLog is an instance's replay buffer and fan-out in one: the most recent
@@ -56,12 +60,15 @@ func NewEventLog(maxBytes int64) *EventLog {
 
 // Append adds data as the next event and wakes every waiting reader. It
 // never blocks on readers. It returns the event's sequence number.
-func (l *EventLog) Append(data []byte) uint64 {
+func (l *EventLog) Append(data []byte) uint64 { return l.AppendTo(data, "") }
+
+// AppendTo is Append for an event routed to a stream (see Event.Stream).
+func (l *EventLog) AppendTo(data []byte, stream string) uint64 {
 	l.mu.Lock()
 	before := l.bytes
 	seq := l.next
 	l.next++
-	ev := Event{Seq: seq, Data: data}
+	ev := Event{Seq: seq, Data: data, Stream: stream}
 	if cost := int64(len(data)) + eventOverhead; cost > l.max {
 		// Too big for replay: straight to the readers there are now.
 		l.evictLocked(len(l.ring) - l.head)
@@ -300,6 +307,9 @@ func (c *Cursor) Ack(seq uint64) {
 	}
 	l.mu.Unlock()
 }
+
+// Flushed is the last sequence number acknowledged with Ack.
+func (c *Cursor) Flushed() uint64 { return c.flushed.Load() }
 
 // Close unregisters the reader.
 func (c *Cursor) Close() {

@@ -30,6 +30,7 @@ type instance struct {
 	stderr    stderrTail
 	opts      *Options
 	logger    *slog.Logger
+	routes    *routes // set for connections of ACP's standard transport
 
 	writeMu  sync.Mutex
 	writeErr error // set once stdin is unusable
@@ -51,9 +52,10 @@ type instance struct {
 
 // pendingRequest is a request waiting for its response.
 type pendingRequest struct {
-	id    []byte // raw id, for the error sent to async requests on exit
-	async bool
-	ch    chan pendingResult // buffered 1; exactly one send
+	id      []byte // raw id, for the error sent to async requests on exit
+	async   bool
+	session string             // the ACP session of the POST that carried it
+	ch      chan pendingResult // buffered 1; exactly one send
 }
 
 type pendingResult struct {
@@ -62,8 +64,9 @@ type pendingResult struct {
 	err  error
 }
 
-func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time, pool *replayPool, onExit func(*instance)) *instance {
+func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time, pool *replayPool, onExit func(*instance), r *routes) *instance {
 	in := &instance{
+		routes:     r,
 		id:         id,
 		agent:      agent,
 		createdAt:  now,
@@ -191,14 +194,21 @@ func (in *instance) handleLine(line []byte) {
 		in.log.Append(domain.InvalidStdoutMessage("agent wrote a line that is not JSON", line))
 		return
 	}
-	seq := in.log.Append(line)
-	if err != nil || f.Kind != domain.FrameResponse {
+	if err != nil {
+		in.log.Append(line)
 		return
 	}
-	in.mu.Lock()
-	p := in.pending[f.IDKey()]
-	delete(in.pending, f.IDKey())
-	in.mu.Unlock()
+	var p *pendingRequest
+	if f.Kind == domain.FrameResponse {
+		in.mu.Lock()
+		p = in.pending[f.IDKey()]
+		delete(in.pending, f.IDKey())
+		in.mu.Unlock()
+	}
+	seq := in.log.AppendTo(line, in.routes.streamOf(f, p))
+	if f.Kind != domain.FrameResponse {
+		return
+	}
 	if p != nil {
 		p.ch <- pendingResult{seq: seq, data: line}
 	} else {
@@ -238,7 +248,7 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 	exitErr := in.exitError()
 	for _, p := range pending {
 		if p.async {
-			in.log.Append(domain.AgentStoppedResponse(p.id))
+			in.log.AppendTo(domain.AgentStoppedResponse(p.id), in.routes.streamOf(domain.Frame{Kind: domain.FrameResponse}, p))
 		}
 		p.ch <- pendingResult{err: exitErr}
 	}
@@ -321,7 +331,10 @@ func (in *instance) writeFailure(err error) error {
 // post forwards one client frame and, for a synchronous request, waits for
 // the response. It returns the response bytes, or nil when the POST is
 // answered with 202.
-func (in *instance) post(ctx context.Context, f domain.Frame) ([]byte, error) {
+//
+// async forces the 202 answer whatever the method; session is the ACP
+// session the client sent the frame for, which routes its response.
+func (in *instance) post(ctx context.Context, f domain.Frame, async bool, session string) ([]byte, error) {
 	select {
 	case <-in.done:
 		return nil, in.exitError()
@@ -331,7 +344,7 @@ func (in *instance) post(ctx context.Context, f domain.Frame) ([]byte, error) {
 		return nil, in.write(f.Data)
 	}
 	key := f.IDKey()
-	p := &pendingRequest{id: f.ID, async: in.opts.AsyncMethods[f.Method], ch: make(chan pendingResult, 1)}
+	p := &pendingRequest{id: f.ID, async: async || in.opts.AsyncMethods[f.Method], session: session, ch: make(chan pendingResult, 1)}
 	in.mu.Lock()
 	if in.exited {
 		in.mu.Unlock()

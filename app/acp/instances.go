@@ -154,6 +154,8 @@ type PostRequest struct {
 	Agent    string // the ?agent= query value
 	HasAgent bool   // whether ?agent= was given at all
 	Frame    domain.Frame
+
+	routes *routes // for a connection of ACP's standard transport (Connect)
 }
 
 // Post forwards a client frame, bootstrapping the instance on first use. It
@@ -163,7 +165,7 @@ func (s *Instances) Post(ctx context.Context, req PostRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return in.post(ctx, req.Frame)
+	return in.post(ctx, req.Frame, false, "")
 }
 
 func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance, error) {
@@ -210,7 +212,7 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 		s.creating[req.ServerID] = done
 		s.mu.Unlock()
 
-		in, err := s.create(ctx, req.ServerID, req.Agent)
+		in, err := s.create(ctx, req.ServerID, req.Agent, req.routes)
 		s.mu.Lock()
 		delete(s.creating, req.ServerID)
 		if in == nil {
@@ -245,7 +247,7 @@ var errShuttingDown = &domain.Error{Kind: domain.KindStreamError, Msg: "daemon i
 // create resolves and spawns the agent. The install and spawn outlive the
 // request that asked for them: a client giving up mid-install must not leave
 // a half-installed agent for the next one.
-func (s *Instances) create(ctx context.Context, id, agent string) (*instance, error) {
+func (s *Instances) create(ctx context.Context, id, agent string, r *routes) (*instance, error) {
 	ctx = context.WithoutCancel(ctx)
 	spec, err := s.launcher.Launch(ctx, agent)
 	if err != nil {
@@ -258,7 +260,7 @@ func (s *Instances) create(ctx context.Context, id, agent string) (*instance, er
 		return nil, &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
 	}
 	s.opts.metrics.spawned()
-	in := newInstance(id, agent, proc, &s.opts, s.opts.Now(), s.replay, s.exitedOne)
+	in := newInstance(id, agent, proc, &s.opts, s.opts.Now(), s.replay, s.exitedOne, r)
 	in.logger.Info("agent started", "command", spec.Command, "source", spec.Source)
 	return in, nil
 }

@@ -1,0 +1,143 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
+)
+
+// readStream reads a stream until it has n events.
+func readStream(t *testing.T, s *Stream, n int) []Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var all []Event
+	for len(all) < n {
+		evs, gap, err := s.Read(ctx, make([]Event, 0, 16), 16, time.Minute)
+		if err != nil || gap != nil {
+			t.Fatalf("read: %+v %v (so far %s)", gap, err, dataOf(all))
+		}
+		all = append(all, evs...)
+		s.Ack()
+	}
+	return all
+}
+
+func TestConnRoutesEachMessageOnce(t *testing.T) {
+	r := newACPRig(t, Options{})
+	ctx := context.Background()
+	c, err := r.s.Connect(ctx, "mock", TransportHTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.s.Conn(c.ID(), "mock"); err != nil || got.ID() != c.ID() {
+		t.Fatalf("Conn(%s) = %v, %v", c.ID(), got, err)
+	}
+	for _, bad := range [][2]string{{c.ID(), "other"}, {"nope", "mock"}} {
+		_, err := r.s.Conn(bad[0], bad[1])
+		if e := wantKind(t, err, domain.KindInvalidRequest, ""); e.Status != 404 {
+			t.Errorf("Conn(%q, %q): status %d, want 404", bad[0], bad[1], e.Status)
+		}
+	}
+	// initialize-like: answered in the POST body, carried by no stream.
+	resp, err := c.Post(ctx, frame(t, req(1, "echo")), "", true)
+	if err != nil || !strings.Contains(string(resp), `"id":1`) {
+		t.Fatalf("sync post = %s, %v", resp, err)
+	}
+	p := r.proc(t, 0)
+	connStream, err := c.OpenStream("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connStream.Close()
+	if _, err := c.OpenStream("", nil); !domain.IsKind(err, domain.KindConflict) {
+		t.Fatalf("second connection stream: %v, want conflict", err)
+	}
+	say(p, `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1","k":"before-open"}}`)
+	s1, err := c.OpenStream("s1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	say(p, `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1","k":"on-s1"}}`)
+	say(p, `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s2","k":"no-s2-stream"}}`)
+	if _, err := c.Post(ctx, frame(t, req(2, "hold")), "s1", false); err != nil {
+		t.Fatal(err)
+	}
+	held := r.nextHeld(t)
+	say(p, `{"jsonrpc":"2.0","id":`+string(held.ID)+`,"result":{"k":"answer-s1"}}`)
+	say(p, `{"jsonrpc":"2.0","method":"n","params":{"k":"no-session"}}`)
+
+	gotConn := dataOf(readStream(t, connStream, 3))
+	for _, want := range []string{"before-open", "no-s2-stream", "no-session"} {
+		if !strings.Contains(gotConn, want) {
+			t.Errorf("connection stream lacks %s:\n%s", want, gotConn)
+		}
+	}
+	gotS1 := dataOf(readStream(t, s1, 2))
+	for _, want := range []string{"on-s1", "answer-s1"} {
+		if !strings.Contains(gotS1, want) {
+			t.Errorf("s1 stream lacks %s:\n%s", want, gotS1)
+		}
+	}
+	if strings.Contains(gotConn, `"echo"`) || strings.Contains(gotS1, `"echo"`) {
+		t.Errorf("the response answered in a POST body went out again")
+	}
+
+	// A closed session stream: its messages go to the connection stream;
+	// a reader that comes back resumes after what was delivered.
+	say(p, `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1","k":"late-s1"}}`)
+	readStream(t, s1, 1)
+	s1.Close()
+	say(p, `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1","k":"s1-closed"}}`)
+	if got := dataOf(readStream(t, connStream, 1)); !strings.Contains(got, "s1-closed") {
+		t.Errorf("connection stream got %s, want s1-closed", got)
+	}
+	s1, err = c.OpenStream("s1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	// Async request of session s1 pending when the agent exits: its error
+	// response goes to the s1 stream.
+	if _, err := c.Post(ctx, frame(t, req(3, "hold")), "s1", false); err != nil {
+		t.Fatal(err)
+	}
+	r.nextHeld(t)
+	p.Exit(porttest.ExitCode(1))
+	if got := dataOf(readStream(t, s1, 1)); !strings.Contains(got, "agent process stopped") || strings.Contains(got, "late-s1") {
+		t.Errorf("s1 after reopen got %s, want only the stopped response", got)
+	}
+}
+
+func TestConnWebSocketStreamTakesAll(t *testing.T) {
+	r := newACPRig(t, Options{})
+	ctx := context.Background()
+	c, err := r.s.Connect(ctx, "mock", TransportWebSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.OpenStream("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := c.OpenStream("s1", nil); !domain.IsKind(err, domain.KindConflict) {
+		t.Fatalf("session stream on a WebSocket: %v, want conflict", err)
+	}
+	if _, err := c.Post(ctx, frame(t, req(1, "echo")), "", false); err != nil {
+		t.Fatal(err)
+	}
+	say(r.proc(t, 0), `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1"}}`)
+	got := dataOf(readStream(t, s, 2))
+	if !strings.Contains(got, `"echo"`) || !strings.Contains(got, `"s1"`) {
+		t.Errorf("WebSocket stream got %s", got)
+	}
+	c.Close(ctx)
+	if _, err := r.s.Conn(c.ID(), "mock"); err == nil {
+		t.Error("connection still there after Close")
+	}
+}
