@@ -24,7 +24,7 @@ func useAuthorizer(api huma.API, cfg *Config) {
 	}
 	api.UseMiddleware(func(hctx huma.Context, next func(huma.Context)) {
 		op := hctx.Operation()
-		if op == nil || op.OperationID == opPostACP || !strings.HasPrefix(op.Path, "/v1/") {
+		if op == nil || op.OperationID == opPostACP || op.OperationID == opPostACPStd || !guarded(op.Path) {
 			next(hctx)
 			return
 		}
@@ -32,6 +32,9 @@ func useAuthorizer(api huma.API, cfg *Config) {
 		req := authRequest(r, op.Method, op.Path, op.OperationID)
 		req.ServerID = hctx.Param("server_id")
 		req.Agent = hctx.Param("agent")
+		if op.Path == acpStdPath {
+			req.ServerID = hctx.Header(headerConnID)
+		}
 		if req.Agent == "" {
 			req.Agent = r.URL.Query().Get("agent")
 		}

@@ -53,7 +53,7 @@ func requestContext(next http.Handler, base *slog.Logger) http.Handler {
 	})
 }
 
-// bearerAuth guards every /v1/* route when token is set. The comparison is
+// bearerAuth guards every /v1/* and /acp/* route when token is set. The comparison is
 // constant-time; the scheme must be spelled "Bearer".
 func bearerAuth(next http.Handler, token string) http.Handler {
 	if token == "" {
@@ -64,7 +64,7 @@ func bearerAuth(next http.Handler, token string) http.Handler {
 	// returns early on a length mismatch, which would leak the length).
 	want := sha256.Sum256([]byte("Bearer " + token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
+		if guarded(r.URL.Path) {
 			got := sha256.Sum256([]byte(presentedAuthorization(r)))
 			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 				msg := "missing or invalid bearer token"
@@ -75,6 +75,12 @@ func bearerAuth(next http.Handler, token string) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// guarded reports whether a path needs the token: the API (/v1) and ACP's
+// standard transport (/acp).
+func guarded(path string) bool {
+	return strings.HasPrefix(path, "/v1/") || path == "/v1" || strings.HasPrefix(path, "/acp/") || path == "/acp"
 }
 
 // problemOnMiss answers unknown routes and wrong methods with problems

@@ -118,6 +118,7 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 	useAuthorizer(api, cfg) // before any operation is registered
 	registerRoot(mux, api, cfg)
 	registerACP(api, cfg)
+	registerACPStd(api, cfg)
 	if cfg.Catalog != nil {
 		registerAgents(api, cfg)
 	}

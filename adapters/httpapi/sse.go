@@ -16,11 +16,18 @@ import (
 // as soon as it is read.
 const sseBatch = 512
 
+// eventSource is what an SSE stream reads: a Cursor (/v1/acp) or a
+// standard-transport Stream (/acp), which takes only its own events.
+type eventSource interface {
+	Read(ctx context.Context, buf []acp.Event, max int, idle time.Duration) ([]acp.Event, *acp.Gap, error)
+	Ack(seq uint64)
+}
+
 // streamSSE writes the cursor's events until the log closes (instance
 // deleted, daemon stopping), the client leaves, or a write stalls for longer
 // than the stream write timeout. Server write timeouts must not cut streams,
 // so the deadline is cleared here and set per write round instead.
-func streamSSE(ctx context.Context, w http.ResponseWriter, cur *acp.Cursor, cfg *Config) {
+func streamSSE(ctx context.Context, w http.ResponseWriter, cur eventSource, cfg *Config) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort for keep-alive reuse
 	h := w.Header()

@@ -125,6 +125,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
+		Protocols:         serverProtocols(),
 		// WriteTimeout stays 0: SSE streams set per-write deadlines instead.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}

@@ -1,4 +1,4 @@
-package app
+package acp
 
 import (
 	"context"
@@ -246,8 +246,10 @@ func (s *Stream) Read(ctx context.Context, buf []Event, max int, idle time.Durat
 	}
 }
 
-// Ack records that everything Read returned has reached the peer.
-func (s *Stream) Ack() { s.cur.Ack(s.pos) }
+// Ack records that everything Read returned has reached the peer. Events
+// Read skipped count as delivered too, so seq (the last event returned, as
+// for Cursor.Ack) may be below what is acknowledged.
+func (s *Stream) Ack(seq uint64) { s.cur.Ack(max(seq, s.pos)) }
 
 // Close releases the stream for its next reader, which resumes after the
 // last event acknowledged here.

@@ -1,4 +1,4 @@
-package app
+package acp
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func readStream(t *testing.T, s *Stream, n int) []Event {
 			t.Fatalf("read: %+v %v (so far %s)", gap, err, dataOf(all))
 		}
 		all = append(all, evs...)
-		s.Ack()
+		s.Ack(0)
 	}
 	return all
 }

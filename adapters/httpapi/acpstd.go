@@ -1,0 +1,290 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// ACP's standard remote transport, the "Streamable HTTP & WebSocket
+// Transport" RFD, at /acp/{agent}. A connection is an instance of the agent
+// whose server id is the Acp-Connection-Id, so everything /v1/acp offers
+// (listing, the inspector, metrics, DELETE, replay bounds, process
+// hygiene) applies to it. Where the RFD text and the TypeScript SDK 2.4.0
+// client differ, the SDK is followed: see the README's "ACP's standard
+// transport" section.
+
+const (
+	headerConnID    = "Acp-Connection-Id"
+	headerSessionID = "Acp-Session-Id"
+	// maxHeaderID bounds an Acp-Session-Id, as the TypeScript SDK's server
+	// bounds ids (maxIdLength).
+	maxHeaderID = 1024
+
+	opPostACPStd = "post_acp"
+	acpStdPath   = "/acp/{agent}"
+)
+
+type acpStdPostInput struct {
+	rawRequest
+	Agent        string `path:"agent" doc:"Agent to run (one instance per connection)."`
+	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection, from initialize's response. Absent only on initialize, which creates the connection."`
+	SessionID    string `header:"Acp-Session-Id" doc:"The ACP session of a session-scoped message; must equal params.sessionId when both are present."`
+}
+
+type acpStdGetInput struct {
+	rawRequest
+	Agent        string `path:"agent"`
+	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection whose stream to open (not used on a WebSocket upgrade, which creates a connection)."`
+	SessionID    string `header:"Acp-Session-Id" doc:"Open this session's stream instead of the connection's (as the TypeScript SDK does)."`
+	LastEventID  string `header:"Last-Event-ID" doc:"Extension: resume after this event id."`
+	Upgrade      string `header:"Upgrade" doc:"websocket: upgrade to a WebSocket carrying every message both ways."`
+}
+
+type acpStdDeleteInput struct {
+	Agent        string `path:"agent"`
+	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection to end."`
+}
+
+func registerACPStd(api huma.API, cfg *Config) {
+	connHeader := map[string]*huma.Param{headerConnID: {
+		Description: "The connection id; also the server id under /v1/acp.",
+		Schema:      &huma.Schema{Type: "string"},
+	}}
+	huma.Register(api, huma.Operation{
+		OperationID: opPostACPStd, Method: http.MethodPost, Path: acpStdPath,
+		Summary: "Send one JSON-RPC message (ACP Streamable HTTP)",
+		Description: "ACP's standard transport. `initialize` without `Acp-Connection-Id` starts an instance of the agent " +
+			"and answers 200 with the agent's response and the `Acp-Connection-Id` header. Every other message carries " +
+			"`Acp-Connection-Id` (and `Acp-Session-Id` when `params.sessionId` is set) and is answered 202 at once; " +
+			"responses arrive on the GET stream. Batches are 501.",
+		Tags: []string{"acp"}, Security: bearer,
+		RequestBody: rawBody("application/json"),
+		Responses: map[string]*huma.Response{
+			"200": {Description: "initialize: the agent's response, byte for byte.", Headers: connHeader,
+				Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
+			"202": {Description: "Accepted; any response arrives on the stream."},
+		},
+	}, func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
+		return postACPStd(ctx, cfg, in)
+	})
+	documentBody(api, acpStdPath, http.MethodPost, "application/json", jsonObject)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get_acp", Method: http.MethodGet, Path: acpStdPath,
+		Summary: "Open a connection's stream (SSE), or a WebSocket connection",
+		Description: "With `Upgrade: websocket`: creates a connection (101 with `Acp-Connection-Id`); JSON-RPC in text frames " +
+			"both ways, `initialize` first, binary frames ignored; closing the socket ends the connection. Otherwise an SSE " +
+			"stream of the connection given by `Acp-Connection-Id` (`Accept` must include `text/event-stream`): the " +
+			"connection's stream, or with `Acp-Session-Id` that session's stream. Each agent message goes out once, on its " +
+			"session's stream when one is open, else on the connection's. One reader per stream (409). Events carry ids; " +
+			"`Last-Event-ID` resumes (an extension of the RFD).",
+		Tags: []string{"acp"}, Security: bearer,
+		Responses: map[string]*huma.Response{
+			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
+			"101": {Description: "Switched to a WebSocket connection.", Headers: connHeader},
+		},
+	}, func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
+		if isWebSocketUpgrade(in.req) {
+			return acceptACPWebSocket(ctx, cfg, in)
+		}
+		return streamACPStd(cfg, in)
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "delete_acp", Method: http.MethodDelete, Path: acpStdPath,
+		Summary: "End a connection (stops its agent instance)",
+		Tags:    []string{"acp"}, Security: bearer,
+		DefaultStatus: http.StatusAccepted,
+	}, func(ctx context.Context, in *acpStdDeleteInput) (*struct{}, error) {
+		c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
+		if err != nil {
+			return nil, err
+		}
+		c.Close(context.WithoutCancel(ctx))
+		return nil, nil
+	})
+}
+
+func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	body, err := acpPostBody(in.req, cfg.MaxACPBody)
+	if err != nil {
+		return nil, err
+	}
+	frame, err := parseStdFrame(body)
+	if err != nil {
+		return nil, err
+	}
+	session, err := frameSession(in.SessionID, frame)
+	if err != nil {
+		return nil, err
+	}
+	isInit := frame.Kind == domain.FrameRequest && frame.Method == "initialize"
+	if in.ConnectionID == "" {
+		if !isInit {
+			return nil, invalid("missing Acp-Connection-Id header (only initialize creates a connection)")
+		}
+		if err := authorizeACPStd(ctx, cfg, in.req, "", in.Agent, frame); err != nil {
+			return nil, err
+		}
+		c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportHTTP)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.Post(ctx, frame, "", true)
+		if err != nil {
+			c.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			hctx.SetHeader(headerConnID, c.ID())
+			hctx.SetHeader("Content-Type", "application/json")
+			hctx.SetHeader("Content-Length", strconv.Itoa(len(resp)))
+			hctx.SetStatus(http.StatusOK)
+			_, _ = hctx.BodyWriter().Write(resp)
+		}}, nil
+	}
+	if isInit {
+		return nil, invalid("initialize is not allowed on an existing connection; omit Acp-Connection-Id to create one")
+	}
+	c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorizeACPStd(ctx, cfg, in.req, c.ID(), in.Agent, frame); err != nil {
+		return nil, err
+	}
+	if _, err := c.Post(ctx, frame, session, false); err != nil {
+		return nil, err
+	}
+	return rawResponse(nil), nil
+}
+
+// parseStdFrame checks one POSTed or WebSocket message: a JSON array is a
+// batch (501, as the RFD says), anything else must be one JSON object.
+func parseStdFrame(body []byte) (domain.Frame, error) {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		return domain.Frame{}, errBatch
+	}
+	frame, err := domain.ParseFrame(body)
+	switch {
+	case errors.Is(err, domain.ErrNotObject):
+		return frame, invalid("request body must be a JSON-RPC object")
+	case err != nil:
+		return frame, invalid("invalid JSON body: %v", err)
+	}
+	return frame, nil
+}
+
+var errBatch = &domain.Error{Kind: domain.KindInvalidRequest, Status: http.StatusNotImplemented, Msg: "JSON-RPC batches are not supported"}
+
+// frameSession is the ACP session a message belongs to: the Acp-Session-Id
+// header, which must agree with params.sessionId when both are present and
+// must be present when params.sessionId is (the RFD's session-scoped rule).
+func frameSession(header string, f domain.Frame) (string, error) {
+	if len(header) > maxHeaderID {
+		return "", invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)
+	}
+	var param string
+	var has bool
+	if f.Kind == domain.FrameRequest || f.Kind == domain.FrameNotification {
+		param, has = domain.SessionID(f.Data)
+	}
+	switch {
+	case has && header != "" && param != header:
+		return "", invalid("Acp-Session-Id %q does not match params.sessionId %q", header, param)
+	case has && param != "" && header == "":
+		return "", invalid("missing Acp-Session-Id header for a message of session %q", param)
+	case header != "":
+		return header, nil
+	}
+	return param, nil
+}
+
+func lookupConn(cfg *Config, id, agent string) (*acp.Conn, error) {
+	if id == "" {
+		return nil, invalid("missing Acp-Connection-Id header")
+	}
+	return cfg.Instances.Conn(id, agent)
+}
+
+// streamACPStd opens an SSE stream of a Streamable HTTP connection.
+func streamACPStd(cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
+	if !acceptsExactly(in.req.Header.Get("Accept"), "text/event-stream") {
+		msg := "Accept must include text/event-stream"
+		return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+	}
+	if len(in.SessionID) > maxHeaderID {
+		return nil, invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)
+	}
+	after, err := lastEventID(in.LastEventID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if c.Transport() != acp.TransportHTTP {
+		return nil, &domain.Error{Kind: domain.KindConflict, Msg: "a WebSocket connection has no SSE streams",
+			Details: map[string]any{"message": "a WebSocket connection has no SSE streams"}}
+	}
+	st, err := c.OpenStream(in.SessionID, after)
+	if err != nil {
+		return nil, err
+	}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer st.Close()
+		_, w := unwrap(hctx)
+		streamSSE(hctx.Context(), w, st, cfg)
+	}}, nil
+}
+
+func lastEventID(v string) (*uint64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return nil, invalid("Last-Event-ID must be a positive integer")
+	}
+	return &n, nil
+}
+
+// acceptsExactly reports whether an Accept header names mediaType itself
+// (the RFD: Accept MUST include text/event-stream; wildcards do not count).
+func acceptsExactly(header, mediaType string) bool {
+	for _, part := range strings.Split(header, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || mt != mediaType {
+			continue
+		}
+		if q, err := strconv.ParseFloat(strings.TrimSpace(params["q"]), 64); err == nil && q <= 0 {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// authorizeACPStd is the policy step of a standard-transport message (a
+// POST, or a WebSocket text frame), with the JSON-RPC kind, id and method
+// peeked as for /v1/acp.
+func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) error {
+	if cfg.Authorizer == nil {
+		return nil
+	}
+	req := authRequest(r, http.MethodPost, acpStdPath, opPostACPStd)
+	req.ServerID, req.Agent = connID, agent
+	req.RPC = &domain.RPCInfo{Kind: f.Kind.String(), ID: string(f.ID), Method: f.Method}
+	return authorize(ctx, cfg, req)
+}

@@ -1,0 +1,232 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// wsBatch is how many events the WebSocket writer takes from the log at a
+// time.
+const wsBatch = 256
+
+func isWebSocketUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+// acceptACPWebSocket creates a connection and upgrades. Everything that can
+// fail is checked before the agent starts, and answered as a problem.
+func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
+	r := in.req
+	if r.ProtoMajor != 1 {
+		return nil, invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
+	}
+	if !headerHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Sec-WebSocket-Key") == "" {
+		return nil, invalid("invalid WebSocket handshake: needs Connection: Upgrade and Sec-WebSocket-Key")
+	}
+	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
+		return nil, invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
+	}
+	if !sameOriginOrAllowed(r, cfg.CORS) {
+		msg := "cross-origin WebSocket not allowed (see --cors-allow-origin)"
+		return nil, &domain.Error{Kind: domain.KindPermissionDenied, Details: map[string]any{"message": msg}}
+	}
+	c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportWebSocket)
+	if err != nil {
+		return nil, err
+	}
+	log := logger(ctx).With("connection_id", c.ID(), "agent", c.Agent())
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		r, w := unwrap(hctx)
+		w.Header().Set(headerConnID, c.ID())
+		// The origin was checked above, against the CORS settings too.
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			log.Debug("websocket upgrade failed", "err", err)
+			c.Close(context.Background())
+			return
+		}
+		serveACPWebSocket(ws, c, cfg, r, log)
+	}}, nil
+}
+
+// sameOriginOrAllowed refuses cross-site WebSocket hijacking: a browser
+// page may open a socket to any host, with the user's cookies, and only its
+// Origin header tells. No Origin (a non-browser client) is fine.
+func sameOriginOrAllowed(r *http.Request, cors CORS) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || cors.allowed(origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// serveACPWebSocket runs one WebSocket connection until either side ends
+// it, then ends the connection's instance. The handler goroutine owns the
+// writer loop; it starts the reader and the pinger and waits for both.
+func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
+	defer c.Close(context.Background()) // disconnect ends the connection
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := c.OpenStream("", nil)
+	if err != nil {
+		ws.Close(websocket.StatusInternalError, "cannot open the connection's stream") //nolint:errcheck // closing anyway
+		return
+	}
+	defer st.Close()
+	ws.SetReadLimit(cfg.MaxACPBody)
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		wsReadLoop(ctx, ws, c, cfg, r, log)
+	}()
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		wsPingLoop(ctx, ws, cfg)
+	}()
+	code, reason := wsWriteLoop(ctx, ws, st, cfg)
+	cancel()
+	log.Debug("websocket closing", "code", int(code), "reason", reason)
+	ws.Close(code, reason) //nolint:errcheck // the peer may be gone already
+	wg.Wait()
+}
+
+// wsWriteLoop sends the connection's events, in order, one text frame
+// each. A peer that takes nothing for the stream write timeout, or that
+// falls so far behind that the event log has dropped what it has not read,
+// is cut: the log is the only buffer, so memory stays bounded.
+func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *Config) (websocket.StatusCode, string) {
+	buf := make([]acp.Event, 0, wsBatch)
+	for {
+		evs, gap, err := st.Read(ctx, buf[:0], wsBatch, cfg.Heartbeat)
+		switch {
+		case errors.Is(err, acp.ErrStreamClosed):
+			return websocket.StatusNormalClosure, "connection closed"
+		case err != nil:
+			return websocket.StatusNormalClosure, ""
+		case gap != nil:
+			lost := gap.OldestAvailable - gap.LastEventID - 1
+			return websocket.StatusPolicyViolation, "client read too slowly: " + strconv.FormatUint(lost, 10) + " messages dropped from the replay buffer"
+		}
+		for _, e := range evs {
+			wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+			err := ws.Write(wctx, websocket.MessageText, e.Data)
+			done()
+			if err != nil {
+				return websocket.StatusPolicyViolation, "write timed out"
+			}
+		}
+		if len(evs) > 0 {
+			st.Ack(evs[len(evs)-1].Seq)
+		}
+	}
+}
+
+// wsPingLoop keeps the socket alive through proxies and finds dead peers:
+// a ping unanswered within the stream write timeout ends the connection.
+func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
+	t := time.NewTicker(cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+		err := ws.Ping(pctx)
+		done()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wsReadLoop forwards the client's text frames to the agent. The first must
+// be initialize (else the socket closes with 1002, as in the TypeScript
+// SDK's server); binary frames are ignored; what is not one JSON-RPC object
+// is answered with a JSON-RPC error, as are requests the daemon refuses.
+func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
+	initialized := false
+	for {
+		typ, data, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			continue
+		}
+		f, err := parseStdFrame(data)
+		if err != nil {
+			code, msg := -32600, "Invalid Request"
+			switch {
+			case errors.Is(err, errBatch):
+				msg = "JSON-RPC batches are not supported"
+			case !json.Valid(data):
+				code, msg = -32700, "Parse error"
+			}
+			wsReply(ctx, ws, cfg, nil, code, msg)
+			continue
+		}
+		isInit := f.Kind == domain.FrameRequest && f.Method == "initialize"
+		if !initialized && !isInit {
+			ws.Close(websocket.StatusProtocolError, "first message must be initialize") //nolint:errcheck // closing anyway
+			return
+		}
+		if initialized && isInit {
+			wsReply(ctx, ws, cfg, f.ID, -32600, "initialize is not allowed on an existing connection")
+			continue
+		}
+		initialized = true
+		session, _ := domain.SessionID(f.Data)
+		err = authorizeACPStd(ctx, cfg, r, c.ID(), c.Agent(), f)
+		if err == nil {
+			_, err = c.Post(ctx, f, session, false)
+		}
+		if err != nil {
+			log.Debug("websocket message refused", "err", err)
+			if f.Kind == domain.FrameRequest {
+				wsReply(ctx, ws, cfg, f.ID, -32603, problemFor(ctx, err).Detail)
+			}
+		}
+	}
+}
+
+// wsReply sends a JSON-RPC error response (id null when id is nil). The
+// library serialises concurrent writes, so it may interleave with the
+// writer loop, but only between whole frames.
+func wsReply(ctx context.Context, ws *websocket.Conn, cfg *Config, id []byte, code int, msg string) {
+	if id == nil {
+		id = []byte("null")
+	}
+	m, _ := json.Marshal(msg)
+	b := make([]byte, 0, 64+len(id)+len(m))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = append(b, m...)
+	b = append(b, "}}"...)
+	wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+	defer done()
+	_ = ws.Write(wctx, websocket.MessageText, b)
+}
