@@ -124,10 +124,6 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 	if err != nil {
 		return nil, err
 	}
-	session, err := frameSession(in.SessionID, frame)
-	if err != nil {
-		return nil, err
-	}
 	isInit := frame.Kind == domain.FrameRequest && frame.Method == "initialize"
 	if in.ConnectionID == "" {
 		if !isInit {
@@ -157,6 +153,10 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 		return nil, invalid("initialize is not allowed on an existing connection; omit Acp-Connection-Id to create one")
 	}
 	c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	session, err := frameSession(in.SessionID, frame)
 	if err != nil {
 		return nil, err
 	}
