@@ -10,7 +10,9 @@ import (
 	"time"
 )
 
-func wsURL(d *daemon, agent string) string { return "ws" + strings.TrimPrefix(d.URL, "http") + "/acp/" + agent }
+func wsURL(d *daemon, agent string) string {
+	return "ws" + strings.TrimPrefix(d.URL, "http") + "/acp/" + agent
+}
 
 // wsConnect opens a WebSocket connection and initializes it.
 func wsConnect(t *testing.T, d *daemon) (*wsClient, string) {
@@ -96,7 +98,7 @@ func TestACPStdWebSocketProtocol(t *testing.T) {
 		c.send(t, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
 		got := c.readText(t, 10*time.Second)
 		var res struct {
-			ID     int `json:"id"`
+			ID     int                        `json:"id"`
 			Result struct{ SessionID string } `json:"result"`
 		}
 		if json.Unmarshal([]byte(got), &res) != nil || res.ID != 2 || res.Result.SessionID == "" {
