@@ -76,7 +76,7 @@ func (c CORS) wrap(next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		h.Set("Access-Control-Expose-Headers", "Content-Type, X-Request-Id")
+		h.Set("Access-Control-Expose-Headers", "Content-Type, X-Request-Id, Acp-Connection-Id")
 		next.ServeHTTP(w, r)
 	})
 }

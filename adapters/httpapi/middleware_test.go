@@ -188,7 +188,7 @@ func TestCORS(t *testing.T) {
 			map[string]string{"Access-Control-Allow-Origin": ""}},
 		{"wildcard origin", CORS{Origins: []string{"*"}}, "GET",
 			map[string]string{"Origin": "https://app.example", "Authorization": "Bearer t"}, 200,
-			map[string]string{"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Credentials": "", "Access-Control-Expose-Headers": "Content-Type, X-Request-Id"}},
+			map[string]string{"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Credentials": "", "Access-Control-Expose-Headers": "Content-Type, X-Request-Id, Acp-Connection-Id"}},
 		{"credentials echo the origin", CORS{Origins: []string{"https://app.example"}, Methods: []string{"GET"}, Headers: []string{"Authorization"}, Credentials: true}, "GET",
 			map[string]string{"Origin": "https://app.example", "Authorization": "Bearer t"}, 200,
 			map[string]string{"Access-Control-Allow-Origin": "https://app.example", "Access-Control-Allow-Credentials": "true", "Vary": "Origin"}},

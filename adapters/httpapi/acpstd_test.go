@@ -1,0 +1,108 @@
+package httpapi
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+func TestFrameSession(t *testing.T) {
+	mk := func(s string) domain.Frame {
+		f, err := domain.ParseFrame([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	withSession := mk(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1"}}`)
+	noSession := mk(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}`)
+	response := mk(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s9"}}`)
+	tests := []struct {
+		name   string
+		header string
+		f      domain.Frame
+		want   string
+		bad    bool
+	}{
+		{"both agree", "s1", withSession, "s1", false},
+		{"disagree", "s2", withSession, "", true},
+		{"header missing", "", withSession, "", true},
+		{"header only", "s3", noSession, "s3", false},
+		{"neither", "", noSession, "", false},
+		{"response: header routes it", "s4", response, "s4", false},
+		{"response: result.sessionId is not params", "", response, "", false},
+		{"header too long", string(make([]byte, maxHeaderID+1)), noSession, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := frameSession(tt.header, tt.f)
+			if (err != nil) != tt.bad || got != tt.want {
+				t.Fatalf("frameSession(%q) = %q, %v; want %q, error %v", tt.header, got, err, tt.want, tt.bad)
+			}
+			if err != nil && !domain.IsKind(err, domain.KindInvalidRequest) {
+				t.Errorf("error kind: %v", err)
+			}
+		})
+	}
+}
+
+func TestAcceptsExactly(t *testing.T) {
+	tests := []struct {
+		header string
+		want   bool
+	}{
+		{"text/event-stream", true},
+		{"application/json, text/event-stream;q=0.5", true},
+		{"TEXT/EVENT-STREAM", true},
+		{"text/event-stream;q=0", false},
+		{"*/*", false},
+		{"text/*", false},
+		{"", false},
+		{"application/json", false},
+	}
+	for _, tt := range tests {
+		if got := acceptsExactly(tt.header, "text/event-stream"); got != tt.want {
+			t.Errorf("acceptsExactly(%q) = %v, want %v", tt.header, got, tt.want)
+		}
+	}
+}
+
+func TestParseStdFrame(t *testing.T) {
+	for _, body := range []string{"[]", "  [{}]", "\n[1]"} {
+		_, err := parseStdFrame([]byte(body))
+		e, ok := domain.AsError(err)
+		if !ok || e.Status != http.StatusNotImplemented {
+			t.Errorf("parseStdFrame(%q) = %v, want 501", body, err)
+		}
+	}
+	if _, err := parseStdFrame([]byte(`{"jsonrpc":"2.0","method":"x"}`)); err != nil {
+		t.Errorf("object refused: %v", err)
+	}
+}
+
+func TestSameOriginOrAllowed(t *testing.T) {
+	tests := []struct {
+		origin, host string
+		cors         CORS
+		want         bool
+	}{
+		{"", "127.0.0.1:2468", CORS{}, true},
+		{"http://127.0.0.1:2468", "127.0.0.1:2468", CORS{}, true},
+		{"http://LOCALHOST:2468", "localhost:2468", CORS{}, true},
+		{"https://evil.example", "127.0.0.1:2468", CORS{}, false},
+		{"http://127.0.0.1:9999", "127.0.0.1:2468", CORS{}, false},
+		{"https://app.example", "127.0.0.1:2468", CORS{Origins: []string{"https://app.example"}}, true},
+		{"null", "127.0.0.1:2468", CORS{}, false},
+	}
+	for _, tt := range tests {
+		r, _ := http.NewRequest(http.MethodGet, "http://"+tt.host+"/acp/mock", nil)
+		r.Host = tt.host
+		if tt.origin != "" {
+			r.Header.Set("Origin", tt.origin)
+		}
+		if got := sameOriginOrAllowed(r, tt.cors); got != tt.want {
+			t.Errorf("origin %q on host %q: %v, want %v", tt.origin, tt.host, got, tt.want)
+		}
+	}
+}
