@@ -206,3 +206,47 @@ func TestAgentFromPath(t *testing.T) {
 		t.Errorf("requests: %+v", got)
 	}
 }
+
+// ACP's standard transport goes through the same chain: the token, and the
+// policies with the JSON-RPC peeked from each POST (the POST is authorised
+// in its handler only), and GET/DELETE in the middleware.
+func TestACPStdAuthorised(t *testing.T) {
+	srv, fa := authzServer(t, func(r domain.AuthRequest) (domain.Decision, error) {
+		if r.RPC != nil && r.RPC.Method == "initialize" {
+			return domain.Decision{Status: 403, Message: "no new connections"}, nil
+		}
+		return domain.Decision{Allow: true}, nil
+	})
+	st, body := send(t, srv, "POST", "/acp/mock", `{"jsonrpc":"2.0","id":1,"method":"initialize"}`, "Content-Type", "application/json")
+	if st != 403 || !strings.Contains(body, "no new connections") {
+		t.Errorf("got %d %s", st, body)
+	}
+	got := fa.requests()
+	if len(got) != 1 {
+		t.Fatalf("authorizer called %d times, want once", len(got))
+	}
+	g := got[0]
+	g.Headers, g.Query, g.RemoteAddr = nil, nil, ""
+	want := domain.AuthRequest{Method: "POST", Route: "/acp/{agent}", OperationID: "post_acp", Path: "/acp/mock",
+		Agent: "mock", RPC: &domain.RPCInfo{Kind: "request", ID: "1", Method: "initialize"}}
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("got %+v\nwant %+v", g, want)
+	}
+	if st, _ := send(t, srv, "GET", "/acp/mock", "", "Accept", "text/event-stream", "Acp-Connection-Id", "c1"); st != 404 {
+		t.Errorf("stream of an unknown connection: %d", st)
+	}
+	if got := fa.requests(); len(got) != 2 || got[1].OperationID != "get_acp" || got[1].ServerID != "c1" || got[1].Agent != "mock" {
+		t.Errorf("requests: %+v", got)
+	}
+	// The token applies to /acp as to /v1.
+	req, _ := http.NewRequest("POST", srv.URL+"/acp/mock", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("no token: %d, want 401", resp.StatusCode)
+	}
+}
