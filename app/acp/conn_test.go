@@ -2,7 +2,9 @@ package acp
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,5 +141,106 @@ func TestConnWebSocketStreamTakesAll(t *testing.T) {
 	c.Close(ctx)
 	if _, err := r.s.Conn(c.ID(), "mock"); err == nil {
 		t.Error("connection still there after Close")
+	}
+}
+
+// TestConnHammerExactlyOnce: while the agent writes messages of three
+// sessions and of none, session streams open, read a little and close
+// again, and the connection stream reads throughout. Across all of them
+// every message goes out exactly once (run with -race).
+func TestConnHammerExactlyOnce(t *testing.T) {
+	r := newACPRig(t, Options{})
+	ctx := context.Background()
+	c, err := r.s.Connect(ctx, "mock", TransportHTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Post(ctx, frame(t, req(1, "echo")), "", true); err != nil {
+		t.Fatal(err)
+	}
+	p := r.proc(t, 0)
+	const n = 6000
+	sessions := []string{"", "s1", "s2", "s3"}
+
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	total := 0
+	done := make(chan struct{})
+	record := func(evs []Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range evs {
+			seen[e.Seq]++
+			total++
+		}
+		if total >= n {
+			select {
+			case <-done:
+			default:
+				close(done)
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]Event, 0, 8)
+			for round := 0; ; round++ {
+				st, err := c.OpenStream(s, nil)
+				if err != nil {
+					t.Errorf("open %q: %v", s, err)
+					return
+				}
+				// Session readers leave after a few reads; the connection
+				// stream's reader stays.
+				for reads := 0; s == "" || reads < 3+round%5; reads++ {
+					evs, gap, err := st.Read(rctx, buf[:0], 8, 20*time.Millisecond)
+					if err != nil || gap != nil {
+						st.Close()
+						if gap != nil {
+							t.Errorf("gap on %q: %+v", s, gap)
+						}
+						return
+					}
+					record(evs)
+					st.Ack(0)
+					select {
+					case <-done:
+						st.Close()
+						return
+					default:
+					}
+				}
+				st.Close()
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		s := sessions[i%len(sessions)]
+		if s == "" {
+			say(p, `{"jsonrpc":"2.0","method":"n","params":{"i":`+strconv.Itoa(i)+`}}`)
+		} else {
+			say(p, `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"`+s+`","i":`+strconv.Itoa(i)+`}}`)
+		}
+	}
+	select {
+	case <-done:
+	case <-rctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for seq, k := range seen {
+		if k != 1 {
+			t.Errorf("event %d went out %d times", seq, k)
+		}
+	}
+	if total != n {
+		t.Errorf("%d events delivered, want %d", total, n)
 	}
 }
