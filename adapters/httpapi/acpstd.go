@@ -74,9 +74,9 @@ func registerACPStd(api huma.API, cfg *Config) {
 				Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	}, withHeaders(func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
 		return postACPStd(ctx, cfg, in)
-	})
+	}))
 	documentBody(api, acpStdPath, http.MethodPost, "application/json", jsonObject)
 
 	huma.Register(api, huma.Operation{
@@ -93,12 +93,12 @@ func registerACPStd(api huma.API, cfg *Config) {
 			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 			"101": {Description: "Switched to a WebSocket connection.", Headers: connHeader},
 		},
-	}, func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
+	}, withHeaders(func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
 		if isWebSocketUpgrade(in.req) {
 			return acceptACPWebSocket(ctx, cfg, in)
 		}
 		return streamACPStd(cfg, in)
-	})
+	}))
 
 	huma.Register(api, huma.Operation{
 		OperationID: "delete_acp", Method: http.MethodDelete, Path: acpStdPath,
@@ -116,7 +116,9 @@ func registerACPStd(api huma.API, cfg *Config) {
 }
 
 func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.StreamResponse, error) {
-	body, err := acpPostBody(in.req, cfg.MaxACPBody)
+	body, charged, err := acpPostBody(in.req, cfg.MaxACPBody, cfg.inflight)
+	// Charged to --inflight-bytes until the POST is answered, as on /v1/acp.
+	defer cfg.inflight.give(charged)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +181,8 @@ func parseStdFrame(body []byte) (domain.Frame, error) {
 	switch {
 	case errors.Is(err, domain.ErrNotObject):
 		return frame, invalid("request body must be a JSON-RPC object")
+	case errors.Is(err, domain.ErrAmbiguousKey):
+		return frame, invalid("ambiguous JSON-RPC message: %v", err)
 	case err != nil:
 		return frame, invalid("invalid JSON body: %v", err)
 	}

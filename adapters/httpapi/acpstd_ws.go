@@ -199,7 +199,14 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 		session, _ := domain.SessionID(f.Data)
 		err = authorizeACPStd(ctx, cfg, r, c.ID(), c.Agent(), f)
 		if err == nil {
-			_, err = c.Post(ctx, f, session, false)
+			// A frame counts against --inflight-bytes while it waits for
+			// the agent's stdin, as a POST body does.
+			if n := int64(len(data)); cfg.inflight.take(n) {
+				_, err = c.Post(ctx, f, session, false)
+				cfg.inflight.give(n)
+			} else {
+				err = cfg.inflight.overloaded()
+			}
 		}
 		if err != nil {
 			log.Debug("websocket message refused", "err", err)
