@@ -52,7 +52,9 @@ func authzServer(t *testing.T, decide func(domain.AuthRequest) (domain.Decision,
 	return srv, fa
 }
 
-func allowAll(domain.AuthRequest) (domain.Decision, error) { return domain.Decision{Allow: true}, nil }
+func allowAll(domain.AuthRequest) (domain.Decision, error) {
+	return domain.Decision{Verdict: domain.Pass}, nil
+}
 
 func send(t *testing.T, srv *httptest.Server, method, target, body string, headers ...string) (int, string) {
 	t.Helper()
@@ -93,17 +95,36 @@ func TestAuthorizerSeesRequest(t *testing.T) {
 	}
 }
 
-// The bearer check runs first: a request without the token never reaches
-// the policies.
-func TestAuthorizerAfterBearer(t *testing.T) {
-	srv, fa := authzServer(t, allowAll)
-	resp, err := http.Get(srv.URL + "/v1/health")
-	if err != nil {
-		t.Fatal(err)
+// The policies run first, then the token check: a request without the
+// token reaches the policies, and is refused (401) when they all pass; a
+// policy's grant lets it through without the token.
+func TestPoliciesBeforeToken(t *testing.T) {
+	srv, fa := authzServer(t, func(r domain.AuthRequest) (domain.Decision, error) {
+		if r.Headers["x-key"] != nil {
+			return domain.Decision{Verdict: domain.Grant, Principal: "key-holder"}, nil
+		}
+		return domain.Decision{Verdict: domain.Pass}, nil
+	})
+	get := func(headers ...string) (int, http.Header) {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/health", nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 401 || len(fa.requests()) != 0 {
-		t.Errorf("status %d, authorizer called %d times", resp.StatusCode, len(fa.requests()))
+	if st, h := get(); st != 401 || h.Get("WWW-Authenticate") != "Bearer" || len(fa.requests()) != 1 {
+		t.Errorf("no token, policies pass: %d %v, policies asked %d times", st, h, len(fa.requests()))
+	}
+	if st, _ := get("X-Key", "1"); st != 200 {
+		t.Errorf("granted without the token: %d", st)
+	}
+	if st, _ := get("Authorization", "Bearer tok"); st != 200 {
+		t.Errorf("token: %d", st)
 	}
 }
 
@@ -143,7 +164,7 @@ func TestACPPostAuthorisedWithRPC(t *testing.T) {
 		if r.RPC != nil && strings.HasPrefix(r.RPC.Method, "terminal/") {
 			return domain.Decision{Status: 403, Message: "no terminals"}, nil
 		}
-		return domain.Decision{Allow: true}, nil
+		return domain.Decision{Verdict: domain.Pass}, nil
 	})
 	st, body := send(t, srv, "POST", "/v1/acp/s1?agent=mock", `{"jsonrpc":"2.0","id":7,"method":"terminal/create"}`, "Content-Type", "application/json")
 	if st != 403 || !strings.Contains(body, "no terminals") {
@@ -151,7 +172,7 @@ func TestACPPostAuthorisedWithRPC(t *testing.T) {
 	}
 	got := fa.requests()
 	want := domain.AuthRequest{Method: "POST", Route: "/v1/acp/{server_id}", OperationID: "post_v1_acp", Path: "/v1/acp/s1",
-		ServerID: "s1", Agent: "mock", RPC: &domain.RPCInfo{Kind: "request", ID: "7", Method: "terminal/create"}}
+		ServerID: "s1", Agent: "mock", Action: domain.ActionACPStart, RPC: &domain.RPCInfo{Kind: "request", ID: "7", Method: "terminal/create"}}
 	if len(got) != 1 {
 		t.Fatalf("authorizer called %d times, want once (in the handler, not the middleware)", len(got))
 	}
@@ -170,7 +191,10 @@ func TestACPPostAuthorisedWithRPC(t *testing.T) {
 // A stream is authorised once, when it opens; a denied one never opens.
 func TestStreamAuthorisedAtOpen(t *testing.T) {
 	srv, fa := authzServer(t, func(r domain.AuthRequest) (domain.Decision, error) {
-		return domain.Decision{Allow: r.ServerID != "secret", Status: 403, Message: "not yours"}, nil
+		if r.ServerID != "secret" {
+			return domain.Decision{Verdict: domain.Pass}, nil
+		}
+		return domain.Decision{Status: 403, Message: "not yours"}, nil
 	})
 	if st, body := send(t, srv, "GET", "/v1/acp/secret", "", "Accept", "text/event-stream"); st != 403 || !strings.Contains(body, "not yours") {
 		t.Errorf("denied stream: %d %s", st, body)
@@ -180,15 +204,6 @@ func TestStreamAuthorisedAtOpen(t *testing.T) {
 	}
 	if got := fa.requests(); len(got) != 2 || got[1].OperationID != "get_v1_acp" || got[1].ServerID != "other" {
 		t.Errorf("requests: %+v", got)
-	}
-}
-
-// Without an Authorizer the adapter adds no middleware at all.
-func TestNoAuthorizerNoMiddleware(t *testing.T) {
-	api := NewAPI(http.NewServeMux(), "test")
-	useAuthorizer(api, &Config{})
-	if n := len(api.Middlewares()); n != 0 {
-		t.Errorf("%d middlewares installed", n)
 	}
 }
 

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -69,12 +72,12 @@ var fsTags = []string{"fs"}
 func registerFS(api huma.API, cfg *Config) {
 	files := cfg.Files
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_fs_entries", Method: http.MethodGet, Path: "/v1/fs/entries",
 		Summary:     "List a directory",
 		Description: "Entries are not followed through symbolic links (lstat). `path` defaults to the home directory.",
 		Tags:        fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
+	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
 		p := in.Path
 		if p == "" {
 			p = "."
@@ -86,7 +89,7 @@ func registerFS(api huma.API, cfg *Config) {
 		return &fsEntriesOutput{Body: entries}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
 		Summary:     "Read a file",
 		Description: "Streams the file as application/octet-stream. Supports `Range` (206) and conditional requests.",
@@ -95,7 +98,7 @@ func registerFS(api huma.API, cfg *Config) {
 			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
 			"206": {Description: "The requested range.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
 		},
-	}, func(ctx context.Context, in *fsRawInput) (*huma.StreamResponse, error) {
+	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsRawInput) (*huma.StreamResponse, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -111,13 +114,13 @@ func registerFS(api huma.API, cfg *Config) {
 		}}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "put_v1_fs_file", Method: http.MethodPut, Path: "/v1/fs/file",
 		Summary:     "Write a file",
 		Description: "Streams the body to a temporary file next to the target and renames it into place; parents are created. Answers 413 past --max-upload.",
 		Tags:        fsTags, Security: bearer,
 		RequestBody: rawBody("application/octet-stream"),
-	}, func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -133,34 +136,34 @@ func registerFS(api huma.API, cfg *Config) {
 	})
 	documentBody(api, "/v1/fs/file", http.MethodPut, "application/octet-stream", binarySchema)
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "delete_v1_fs_entry", Method: http.MethodDelete, Path: "/v1/fs/entry",
 		Summary:     "Delete a file or directory",
 		Description: "A symbolic link is removed, not its target. A directory that is not empty needs `recursive=true`.",
 		Tags:        fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsDeleteInput) (*fsPathOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsDeleteInput) (*fsPathOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
 		return pathOutput(files.Delete(ctx, in.Path, in.Recursive))
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_fs_mkdir", Method: http.MethodPost, Path: "/v1/fs/mkdir",
 		Summary: "Create a directory and its parents", Tags: fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsPathInput) (*fsPathOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsPathInput) (*fsPathOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
 		return pathOutput(files.Mkdir(ctx, in.Path))
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_fs_move", Method: http.MethodPost, Path: "/v1/fs/move",
 		Summary:     "Move or rename a file or directory",
 		Description: "An existing destination is replaced only with `overwrite: true`.",
 		Tags:        fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsMoveInput) (*fsMoveOutput, error) {
+	}, describeMove, func(ctx context.Context, in *fsMoveInput) (*fsMoveOutput, error) {
 		from, to, err := files.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite != nil && *in.Body.Overwrite)
 		if err != nil {
 			return nil, err
@@ -170,10 +173,10 @@ func registerFS(api huma.API, cfg *Config) {
 		return out, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_fs_stat", Method: http.MethodGet, Path: "/v1/fs/stat",
 		Summary: "Describe a path (following symbolic links)", Tags: fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsPathInput) (*fsStatOutput, error) {
+	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsStatOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -184,13 +187,13 @@ func registerFS(api huma.API, cfg *Config) {
 		return &fsStatOutput{Body: st}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_fs_upload_batch", Method: http.MethodPost, Path: "/v1/fs/upload-batch",
 		Summary:     "Extract a tar archive into a directory",
 		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into `path` (default: the home directory). Entries leaving the directory are refused. At most 1024 paths are listed; `truncated` says more were written.",
 		Tags:        fsTags, Security: bearer,
 		RequestBody: rawBody("application/x-tar"),
-	}, func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
 		if !strings.HasPrefix(strings.TrimSpace(in.req.Header.Get("Content-Type")), "application/x-tar") {
 			return nil, invalid("content-type must be application/x-tar")
 		}
@@ -209,6 +212,35 @@ func registerFS(api huma.API, cfg *Config) {
 	requiredInDocument(api, "path",
 		"/v1/fs/file", "/v1/fs/entry", "/v1/fs/mkdir", "/v1/fs/stat")
 }
+
+// describeMove peeks the move's JSON body (bounded by the operation's own
+// limit) for its two paths and puts it back for huma to read. A body that
+// is not JSON leaves the paths empty; the operation refuses it anyway.
+func describeMove(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+	req, _ := unwrap(hctx)
+	var from, to string
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(io.LimitReader(req.Body, moveBodyLimit+1))
+		rest := req.Body
+		req.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), rest), rest}
+		if err == nil && len(b) <= moveBodyLimit {
+			var v struct{ From, To string }
+			if json.Unmarshal(b, &v) == nil {
+				from, to = v.From, v.To
+			}
+		}
+	}
+	c.FS(r, domain.ActionFSWrite, from, to)
+	if from == "" {
+		r.FSPath = ""
+	}
+}
+
+// moveBodyLimit is huma's default body limit, which the move route keeps.
+const moveBodyLimit = 1 << 20
 
 var binarySchema = &huma.Schema{Type: "string", Format: "binary"}
 

@@ -41,7 +41,7 @@ type terminalFrame struct {
 
 func registerTerminalWS(api huma.API, cfg *Config) {
 	svc := cfg.Processes
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_process_terminal_ws", Method: http.MethodGet, Path: "/v1/processes/{id}/terminal/ws",
 		Summary: "Open a WebSocket to a process's terminal",
 		Description: "Upgrades to a WebSocket. Server frames: the terminal's output as binary messages (buffered output first), JSON text frames " +
@@ -52,7 +52,7 @@ func registerTerminalWS(api huma.API, cfg *Config) {
 		Responses: map[string]*huma.Response{
 			"101": {Description: "Switched to the WebSocket protocol."},
 		},
-	}, func(ctx context.Context, in *procWSInput) (*huma.StreamResponse, error) {
+	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procWSInput) (*huma.StreamResponse, error) {
 		tty, err := svc.IsTTY(in.ID)
 		if err != nil {
 			return nil, err

@@ -34,7 +34,28 @@ func BenchmarkDecision(b *testing.B) {
 		start := time.Now()
 		d, err := set.Authorize(ctx, benchRequest)
 		durs = append(durs, time.Since(start))
-		if err != nil || !d.Allow {
+		if err != nil || !d.Allowed() {
+			b.Fatalf("got %+v, %v", d, err)
+		}
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+// BenchmarkDecisionGrant is BenchmarkDecision with the fixture answering
+// grant (with a principal) instead of pass: a grant must cost no more than
+// an allow (ABI v1's pass) did.
+func BenchmarkDecisionGrant(b *testing.B) {
+	set, _ := load(b, Spec{Path: fixtureWasm, Config: []byte(`{"default":"grant-viewer"}`)})
+	ctx := context.Background()
+	req := benchRequest
+	durs := make([]time.Duration, 0, 1<<16)
+	for b.Loop() {
+		start := time.Now()
+		d, err := set.Authorize(ctx, req)
+		durs = append(durs, time.Since(start))
+		if err != nil || d.Verdict != domain.Grant || d.Principal != "viewer" {
 			b.Fatalf("got %+v, %v", d, err)
 		}
 	}
@@ -54,13 +75,13 @@ func BenchmarkEndlessLoop(b *testing.B) {
 	loop.Headers = map[string][]string{"x-fixture": {"loop"}}
 	var durs []time.Duration
 	for b.Loop() {
-		if d, err := set.Authorize(ctx, benchRequest); err != nil || !d.Allow {
+		if d, err := set.Authorize(ctx, benchRequest); err != nil || !d.Allowed() {
 			b.Fatalf("warm-up call: %+v, %v", d, err)
 		}
 		start := time.Now()
 		d, err := set.Authorize(ctx, loop)
 		durs = append(durs, time.Since(start))
-		if err != nil || d != failedDecision {
+		if d.By = ""; err != nil || d != failedDecision {
 			b.Fatalf("got %+v, %v", d, err)
 		}
 	}
