@@ -245,3 +245,27 @@ func authError(ctx context.Context, err error) error {
 	}
 	return p
 }
+
+// rawDescribe is describeFunc for routes served outside huma.
+type rawDescribe func(r *http.Request, c *authz.Chain, req *domain.AuthRequest)
+
+// withAuth runs the chain before a handler registered on the mux directly
+// (a WebSocket or raw-byte route huma cannot express): route and opID name
+// it to the policies, describe gives its action. Such routes must also be
+// documented in the OpenAPI document under opID, so the walk in
+// TestEveryOperationReachesTheChain covers them.
+func withAuth(cfg *Config, route, opID string, describe rawDescribe, next http.Handler) http.Handler {
+	if describe == nil {
+		panic("httpapi: route " + route + " registered without an action")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := authRequest(r, r.Method, route, opID)
+		describe(r, cfg.chain, &req)
+		ctx, err := authorize(r.Context(), cfg, req)
+		if err != nil {
+			writeAuthProblem(w, ctx, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -188,4 +189,28 @@ func opID(o *huma.Operation) string {
 		return ""
 	}
 	return o.OperationID
+}
+
+// A raw route wrapped with withAuth reaches the chain with its action.
+func TestWithAuth(t *testing.T) {
+	rec := &recorder{}
+	cfg := fullConfig(rec)
+	cfg.fill()
+	ran := false
+	h := withAuth(&cfg, "/acp/{agent}", "post_acp", func(r *http.Request, c *authz.Chain, req *domain.AuthRequest) {
+		c.ACPPost(req, "", r.PathValue("agent"))
+	}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+	mux := http.NewServeMux()
+	mux.Handle("POST /acp/{agent}", h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/acp/mock", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got := rec.take()
+	if resp.StatusCode != 418 || ran || len(got) != 1 || got[0].Action != domain.ActionACPStart || got[0].Agent != "mock" || got[0].Route != "/acp/{agent}" {
+		t.Errorf("status %d, ran %v, requests %+v", resp.StatusCode, ran, got)
+	}
 }
