@@ -110,7 +110,7 @@ func useAuth(api huma.API, cfg *Config) {
 		}
 		r, w := unwrap(hctx)
 		if op.Metadata[metaDeferred] != true || !cfg.chain.HasPolicies() {
-			req := authRequest(r, op.Method, op.Path, op.OperationID)
+			req := cfg.authRequest(r, op.Method, op.Path, op.OperationID)
 			if describe, ok := op.Metadata[metaDescribe].(describeFunc); ok {
 				describe(hctx, cfg.chain, &req)
 			}
@@ -152,7 +152,7 @@ func checkJSONBody(r *http.Request, op *huma.Operation) error {
 // policies run, with the JSON-RPC kind, id and method peeked from the
 // body. The body itself is never shown to a policy.
 func authorizeACPPost(ctx context.Context, cfg *Config, r *http.Request, serverID, agent string, f domain.Frame) (context.Context, error) {
-	req := authRequest(r, http.MethodPost, "/v1/acp/{server_id}", opPostACP)
+	req := cfg.authRequest(r, http.MethodPost, "/v1/acp/{server_id}", opPostACP)
 	cfg.chain.ACPPost(&req, serverID, agent)
 	req.RPC = &domain.RPCInfo{Kind: f.Kind.String(), ID: string(f.ID), Method: f.Method}
 	return authorize(ctx, cfg, req)
@@ -161,7 +161,19 @@ func authorizeACPPost(ctx context.Context, cfg *Config, r *http.Request, serverI
 const opPostACP = "post_v1_acp"
 
 // authRequest describes r to the chain; header names are lower-cased.
-func authRequest(r *http.Request, method, route, opID string) domain.AuthRequest {
+// Without policies only the token check reads the request, so only the
+// Authorization header is carried (no copy of every header per request).
+// The terminal socket's token may come as ?access_token=
+// (presentedAuthorization): the chain sees it where it looks for a bearer
+// token.
+func (c *Config) authRequest(r *http.Request, method, route, opID string) domain.AuthRequest {
+	req := domain.AuthRequest{Method: method, Route: route, OperationID: opID, Path: r.URL.Path, RemoteAddr: r.RemoteAddr}
+	if !c.chain.HasPolicies() {
+		if a := presentedAuthorization(r); a != "" {
+			req.Headers = map[string][]string{"authorization": {a}}
+		}
+		return req
+	}
 	headers := make(map[string][]string, len(r.Header)+1)
 	for k, v := range r.Header {
 		headers[strings.ToLower(k)] = v
@@ -169,21 +181,16 @@ func authRequest(r *http.Request, method, route, opID string) domain.AuthRequest
 	if r.Host != "" {
 		headers["host"] = []string{r.Host}
 	}
-	// The terminal socket's token may come as ?access_token=; policies see
-	// it where they look for a bearer token.
 	if _, ok := headers["authorization"]; !ok {
 		if a := presentedAuthorization(r); a != "" {
 			headers["authorization"] = []string{a}
 		}
 	}
-	var query map[string][]string
+	req.Headers = headers
 	if r.URL.RawQuery != "" {
-		query = r.URL.Query()
+		req.Query = r.URL.Query()
 	}
-	return domain.AuthRequest{
-		Method: method, Route: route, OperationID: opID, Path: r.URL.Path,
-		Query: query, Headers: headers, RemoteAddr: r.RemoteAddr,
-	}
+	return req
 }
 
 // authorize runs the chain, counts and logs the outcome, and returns the
@@ -259,7 +266,7 @@ func withAuth(cfg *Config, route, opID string, describe rawDescribe, next http.H
 		panic("httpapi: route " + route + " registered without an action")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := authRequest(r, r.Method, route, opID)
+		req := cfg.authRequest(r, r.Method, route, opID)
 		describe(r, cfg.chain, &req)
 		ctx, err := authorize(r.Context(), cfg, req)
 		if err != nil {

@@ -203,7 +203,7 @@ func (m *httpMetrics) countAuth(action domain.Action, decision, by string) {
 func metricsHandler(cfg *Config, m *httpMetrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !cfg.MetricsPublic {
-			req := authRequest(r, http.MethodGet, "/metrics", "get_metrics")
+			req := cfg.authRequest(r, http.MethodGet, "/metrics", "get_metrics")
 			cfg.chain.Plain(&req, domain.ActionMetricsRead)
 			if ctx, err := authorize(r.Context(), cfg, req); err != nil {
 				writeAuthProblem(w, ctx, err)
