@@ -89,3 +89,27 @@ func BenchmarkEndlessLoop(b *testing.B) {
 	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1e3, "p50-ms")
 	b.ReportMetric(float64(durs[len(durs)-1].Microseconds())/1e3, "max-ms")
 }
+
+// BenchmarkChainOfTwo is two pooled no-op policies in one Set, both
+// passing: the in-process cost the ACP round trip pays for a chain of two.
+func BenchmarkChainOfTwo(b *testing.B) {
+	h := &Host{cache: testHost(b).cache, logger: testHost(b).logger}
+	set, err := h.Load(context.Background(), []Spec{{Path: fixtureWasm, Name: "a", CallTimeout: relaxed}, {Path: fixtureWasm, Name: "b", CallTimeout: relaxed}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer set.Close(context.Background())
+	ctx := context.Background()
+	durs := make([]time.Duration, 0, 1<<16)
+	for b.Loop() {
+		start := time.Now()
+		d, err := set.Authorize(ctx, benchRequest)
+		durs = append(durs, time.Since(start))
+		if err != nil || d.Verdict != domain.Pass {
+			b.Fatalf("got %+v, %v", d, err)
+		}
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
