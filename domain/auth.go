@@ -77,10 +77,10 @@ const (
 	ActionFSWrite       Action = "fs.write"       // put, delete, mkdir, move, upload-batch
 	ActionConfigRead    Action = "config.read"    // GET MCP and skills entries
 	ActionConfigWrite   Action = "config.write"   // PUT and DELETE MCP and skills entries
-	ActionProcessRun    Action = "process.run"    // start a process (processes API)
-	ActionProcessRead   Action = "process.read"   // list processes, read output
-	ActionProcessWrite  Action = "process.write"  // write to a process's stdin or terminal
-	ActionProcessSignal Action = "process.signal" // signal or stop a process
+	ActionProcessRun    Action = "process.run"    // create or run a process, set the processes config
+	ActionProcessRead   Action = "process.read"   // list and describe processes, read logs and config
+	ActionProcessWrite  Action = "process.write"  // input, terminal resize, the terminal socket
+	ActionProcessSignal Action = "process.signal" // stop, kill, delete a process
 )
 
 // Actions is the whole vocabulary, in documentation order.
