@@ -125,7 +125,7 @@ func registerFS(api huma.API, cfg *Config) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := files.Write(ctx, in.Path, body)
+		res, err := files.Write(ctx, in.Path, body, in.req.ContentLength)
 		if err != nil {
 			return nil, err
 		}

@@ -1,14 +1,10 @@
 package agents
 
 import (
-	"archive/tar"
-	"archive/zip"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -19,20 +15,20 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// maxUnpackedBytes bounds what one archive may expand to, so a hostile
-// archive cannot fill the disk.
-const maxUnpackedBytes = 4 << 30
-
 // download fetches url into the file dst.
 func (in *Installer) download(ctx context.Context, agent, url, dst string) error {
 	in.progress(agent, "download %s", url)
 	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Download)
 	defer cancel()
+	guard, err := newSpaceGuard(in.Space, in.MinFree, dst)
+	if err != nil {
+		return err
+	}
 	f, err := in.Fs.Create(dst)
 	if err != nil {
 		return stepFailed(agent, "download "+url, err)
 	}
-	_, err = in.Downloader.Download(ctx, url, f)
+	_, err = in.Downloader.Download(ctx, url, guard.writer(f))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -65,7 +61,7 @@ func (in *Installer) installArchive(ctx context.Context, agent, prefix string, t
 		cmdName = path.Base(cmdName)
 	} else {
 		in.progress(agent, "unpack %s", path.Base(t.Archive))
-		if err := unpack(in.Fs, tmp, kind, dist); err != nil {
+		if err := in.unpack(ctx, tmp, kind, dist); err != nil {
 			return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
 		}
 		_ = in.Fs.Remove(tmp)
@@ -163,7 +159,7 @@ func (in *Installer) installNative(ctx context.Context, agent string, recipe dom
 	src := tmp
 	if kind := domain.ArchiveKind(url); kind != "raw" {
 		x := filepath.Join(tmpDir, "x")
-		if err := unpack(in.Fs, tmp, kind, x); err != nil {
+		if err := in.unpack(ctx, tmp, kind, x); err != nil {
 			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)
 		}
 		member := n.Member
@@ -191,187 +187,60 @@ func (in *Installer) installNative(ctx context.Context, agent string, recipe dom
 }
 
 // unpack extracts the archive file src of kind ("zip", "tar.gz", "tar")
-// into dst. Entries that would land outside dst (absolute names, "..",
-// links pointing out) are refused and end the unpacking.
-func unpack(fsys afero.Fs, src, kind, dst string) error {
+// into dst through the daemon's one extractor (extract.go): confined to
+// dst, links checked against the disk, bytes counted against MaxExtract
+// and the free space kept above MinFree. Links are skipped on a backend
+// without them (the command is then looked up by name).
+func (in *Installer) unpack(ctx context.Context, src, kind, dst string) error {
+	fsys := in.Fs
 	if err := fsys.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	f, err := fsys.Open(src)
+	f, err := openRegular(fsys, src)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	budget := &budget{left: maxUnpackedBytes}
+	var next archiveReader
 	switch kind {
 	case "zip":
 		fi, err := f.Stat()
 		if err != nil {
 			return err
 		}
-		return unzip(fsys, f, fi.Size(), dst, budget)
+		if next, err = zipEntries(f, fi.Size()); err != nil {
+			return err
+		}
 	case "tar.gz":
 		gz, err := gzip.NewReader(f)
 		if err != nil {
 			return fmt.Errorf("gzip: %w", err)
 		}
 		defer gz.Close()
-		return untar(fsys, gz, dst, budget)
+		next = tarEntries(gz, nil)
 	case "tar":
-		return untar(fsys, f, dst, budget)
+		next = tarEntries(f, nil)
+	default:
+		return fmt.Errorf("unsupported archive kind %q", kind)
 	}
-	return fmt.Errorf("unsupported archive kind %q", kind)
-}
-
-type budget struct{ left int64 }
-
-func (b *budget) copy(w io.Writer, r io.Reader) error {
-	n, err := io.Copy(w, io.LimitReader(r, b.left+1))
-	b.left -= n
-	if b.left < 0 {
-		return fmt.Errorf("archive expands to more than %d bytes", int64(maxUnpackedBytes))
+	limit := in.MaxExtract
+	if limit <= 0 {
+		limit = DefaultMaxExtract
 	}
-	return err
-}
-
-func unzip(fsys afero.Fs, r io.ReaderAt, size int64, dst string, b *budget) error {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return fmt.Errorf("zip: %w", err)
+	x := &extraction{limit: limit, ctx: ctx, skipSym: true}
+	if kind == "zip" {
+		x.format = "zip"
 	}
-	for _, zf := range zr.File {
-		name, ok := domain.SafeArchivePath(zf.Name)
-		if !ok {
-			return fmt.Errorf("archive entry %q escapes the target", zf.Name)
-		}
-		target := filepath.Join(dst, filepath.FromSlash(name))
-		mode := zf.Mode()
-		switch {
-		case mode.IsDir():
-			if err := fsys.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case mode&fs.ModeSymlink != 0:
-			rc, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			var link bytes.Buffer
-			_, err = io.Copy(&link, io.LimitReader(rc, 4096))
-			rc.Close()
-			if err != nil {
-				return err
-			}
-			if err := symlink(fsys, dst, name, link.String()); err != nil {
-				return err
-			}
-		default:
-			rc, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			err = writeFile(fsys, target, rc, mode, b)
-			rc.Close()
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func untar(fsys afero.Fs, r io.Reader, dst string, b *budget) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("tar: %w", err)
-		}
-		name, ok := domain.SafeArchivePath(h.Name)
-		if !ok {
-			if path.Clean(strings.ReplaceAll(h.Name, "\\", "/")) == "." {
-				continue // the "./" entry many tars start with
-			}
-			return fmt.Errorf("archive entry %q escapes the target", h.Name)
-		}
-		target := filepath.Join(dst, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := fsys.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := writeFile(fsys, target, tr, h.FileInfo().Mode(), b); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := symlink(fsys, dst, name, h.Linkname); err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			old, ok := domain.SafeArchivePath(h.Linkname)
-			if !ok {
-				return fmt.Errorf("archive link %q -> %q escapes the target", h.Name, h.Linkname)
-			}
-			src, err := fsys.Open(filepath.Join(dst, filepath.FromSlash(old)))
-			if err != nil {
-				return fmt.Errorf("archive link %q: %w", h.Name, err)
-			}
-			err = writeFile(fsys, target, src, h.FileInfo().Mode(), b)
-			src.Close()
-			if err != nil {
-				return err
-			}
-		default:
-			// Devices, fifos and the like have no place in an agent archive.
-		}
-	}
-}
-
-func writeFile(fsys afero.Fs, target string, r io.Reader, mode fs.FileMode, b *budget) error {
-	if err := fsys.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+	if x.guard, err = newSpaceGuard(in.Space, in.MinFree, dst); err != nil {
 		return err
 	}
-	perm := fs.FileMode(0o644)
-	if mode&0o111 != 0 {
-		perm = 0o755
-	}
-	f, err := fsys.Create(target)
+	view, closeView, err := confine(fsys, dst)
 	if err != nil {
 		return err
 	}
-	err = b.copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return fsys.Chmod(target, perm)
-}
-
-// symlink creates a link at name inside root when its target stays inside
-// root; filesystems without links get nothing (the command is then looked
-// up by name).
-func symlink(fsys afero.Fs, root, name, target string) error {
-	if strings.HasPrefix(target, "/") {
-		return fmt.Errorf("archive link %q -> %q escapes the target", name, target)
-	}
-	if _, ok := domain.SafeArchivePath(path.Join(path.Dir(name), target)); !ok {
-		return fmt.Errorf("archive link %q -> %q escapes the target", name, target)
-	}
-	l, ok := fsys.(afero.Linker)
-	if !ok {
-		return nil
-	}
-	p := filepath.Join(root, filepath.FromSlash(name))
-	if err := fsys.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return l.SymlinkIfPossible(target, p)
+	defer closeView()
+	x.view = view
+	return x.extract(next)
 }
 
 func truncate(s string, n int) string {
