@@ -337,3 +337,29 @@ func TestFSDocument(t *testing.T) {
 		t.Error("MCP config schema missing")
 	}
 }
+
+func TestUnsatisfiable(t *testing.T) {
+	for _, tt := range []struct {
+		header string
+		size   int64
+		want   bool
+	}{
+		{"bytes=-0", 10, true},
+		{"bytes=10-", 10, true},
+		{"bytes=10-20", 10, true},
+		{"bytes=-0, 12-", 10, true},
+		{"bytes=-1", 0, true},
+		{"bytes=0-", 0, true},
+		{"bytes=-3", 10, false},
+		{"bytes=9-", 10, false},
+		{"bytes=-0,0-0", 10, false},
+		{"bytes=5-2", 10, false}, // malformed: left to ServeContent
+		{"bytes=x-", 10, false},
+		{"items=0-1", 10, false},
+		{"bytes=-", 10, false},
+	} {
+		if got := unsatisfiable(tt.header, tt.size); got != tt.want {
+			t.Errorf("unsatisfiable(%q, %d) = %v, want %v", tt.header, tt.size, got, tt.want)
+		}
+	}
+}
