@@ -128,4 +128,3 @@ func TestRootNameTooLong(t *testing.T) {
 		t.Errorf("create: %v", err)
 	}
 }
-
