@@ -11,5 +11,7 @@
 // implementation (real adapter and test fake alike) must pass, and the
 // shared fakes.
 //
-// The filesystem port is afero.Fs itself and is not wrapped here.
+// The filesystem port is afero.Fs itself and is not wrapped here; fs.go
+// names the optional abilities a backend adds (a confined view for archive
+// extraction, opens that cannot block on a FIFO, free space).
 package ports
