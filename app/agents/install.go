@@ -64,12 +64,10 @@ type Installer struct {
 	Logger   *slog.Logger
 	// Now is the clock for manifests; nil means time.Now.
 	Now func() time.Time
-	// MaxExtract bounds what one agent archive may expand to (0:
-	// DefaultMaxExtract). Space and MinFree keep downloads and unpacking
-	// above the free-space floor, as for Files (507).
-	MaxExtract int64
-	Space      ports.DiskSpace
-	MinFree    int64
+	// Disk extracts archives and keeps downloads above the free-space
+	// floor (files.Limits, wired by cmd); nil leaves downloads unguarded
+	// and archives unextractable.
+	Disk Disk
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex

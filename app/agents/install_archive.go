@@ -1,10 +1,10 @@
 package agents
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -20,15 +20,17 @@ func (in *Installer) download(ctx context.Context, agent, url, dst string) error
 	in.progress(agent, "download %s", url)
 	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Download)
 	defer cancel()
-	guard, err := newSpaceGuard(in.Space, in.MinFree, dst)
-	if err != nil {
-		return err
-	}
 	f, err := in.Fs.Create(dst)
 	if err != nil {
 		return stepFailed(agent, "download "+url, err)
 	}
-	_, err = in.Downloader.Download(ctx, url, guard.writer(f))
+	w, err := in.guard(dst, f)
+	if err != nil {
+		f.Close()
+		_ = in.Fs.Remove(dst)
+		return err
+	}
+	_, err = in.Downloader.Download(ctx, url, w)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -186,66 +188,40 @@ func (in *Installer) installNative(ctx context.Context, agent string, recipe dom
 	return domain.Artifact{Kind: domain.ArtifactNativeAgent, Path: dst, Source: domain.SourceFallback, Version: version}, nil
 }
 
-// unpack extracts the archive file src of kind ("zip", "tar.gz", "tar")
-// into dst through the daemon's one extractor (extract.go): confined to
-// dst, links checked against the disk, bytes counted against MaxExtract
-// and the free space kept above MinFree. Links are skipped on a backend
-// without them (the command is then looked up by name).
-func (in *Installer) unpack(ctx context.Context, src, kind, dst string) error {
-	fsys := in.Fs
-	if err := fsys.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	f, err := openRegular(fsys, src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var next archiveReader
-	switch kind {
-	case "zip":
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if next, err = zipEntries(f, fi.Size()); err != nil {
-			return err
-		}
-	case "tar.gz":
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			return fmt.Errorf("gzip: %w", err)
-		}
-		defer gz.Close()
-		next = tarEntries(gz, nil)
-	case "tar":
-		next = tarEntries(f, nil)
-	default:
-		return fmt.Errorf("unsupported archive kind %q", kind)
-	}
-	limit := in.MaxExtract
-	if limit <= 0 {
-		limit = DefaultMaxExtract
-	}
-	x := &extraction{limit: limit, ctx: ctx, skipSym: true}
-	if kind == "zip" {
-		x.format = "zip"
-	}
-	if x.guard, err = newSpaceGuard(in.Space, in.MinFree, dst); err != nil {
-		return err
-	}
-	view, closeView, err := confine(fsys, dst)
-	if err != nil {
-		return err
-	}
-	defer closeView()
-	x.view = view
-	return x.extract(next)
-}
-
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// Disk is what installs need from the files use case, wired by the
+// composition root: the daemon's one archive extractor (confined to its
+// target, counted against --max-extract) and the free-space floor
+// (--min-free). Both fail with domain errors (413, 507) that reach the
+// client as they are.
+type Disk interface {
+	// Unpack extracts the archive file src of kind ("zip", "tar.gz",
+	// "tar") into the directory dst of fsys; links are skipped where fsys
+	// has none. It never writes outside dst.
+	Unpack(ctx context.Context, fsys afero.Fs, src, kind, dst string) error
+	// GuardWriter wraps w, a writer to a new file at path, so that writing
+	// stops with insufficient_storage below the floor.
+	GuardWriter(path string, w io.Writer) (io.Writer, error)
+}
+
+// unpack extracts through Disk.
+func (in *Installer) unpack(ctx context.Context, src, kind, dst string) error {
+	if in.Disk == nil {
+		return errors.New("no archive extractor configured")
+	}
+	return in.Disk.Unpack(ctx, in.Fs, src, kind, dst)
+}
+
+// guard wraps a download's writer with the free-space floor, if any.
+func (in *Installer) guard(path string, w io.Writer) (io.Writer, error) {
+	if in.Disk == nil {
+		return w, nil
+	}
+	return in.Disk.GuardWriter(path, w)
 }

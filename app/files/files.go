@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
-	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // Files is the filesystem use case behind /v1/fs/* (api.md section 6).
@@ -33,16 +32,12 @@ type Files struct {
 	// deleting it is refused, as deleting "/" is.
 	Root string
 
-	// MaxExtract bounds the logical size one upload-batch archive may
-	// expand to (0: DefaultMaxExtract); MaxUpload, when positive, bounds it
-	// too, so --max-upload means the same for PUT and upload-batch.
-	MaxExtract, MaxUpload int64
-	// Space, when set, is asked for the free space before and while
-	// writing; a write that would leave less than MinFree bytes stops with
-	// insufficient_storage (507). MinFree is bytes, AutoMinFree for the
-	// default, 0 for no check.
-	Space   ports.DiskSpace
-	MinFree int64
+	// Limits bound what writes may take from the disk (--max-extract,
+	// --min-free). MaxUpload, when positive, also bounds what one
+	// upload-batch expands to, so --max-upload means the same for PUT and
+	// upload-batch.
+	Limits
+	MaxUpload int64
 }
 
 // Resolve turns a client path into the absolute path used on Fs.
@@ -450,7 +445,7 @@ func fsError(p string, err error) error {
 	case errors.Is(err, domain.ErrNotRegular):
 		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path is not a file: " + p, Err: err}
 	case errors.Is(err, domain.ErrNameTooLong):
-		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "name too long: " + truncate(p, 256), Err: err}
+		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "name too long: " + clip(p, 256), Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
@@ -467,4 +462,12 @@ func innermost(err error) error {
 		}
 		err = next
 	}
+}
+
+// clip shortens s to n bytes for a message.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }

@@ -119,10 +119,7 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 
 // extractLimit is the logical size one archive may expand to.
 func (f *Files) extractLimit() int64 {
-	limit := f.MaxExtract
-	if limit <= 0 {
-		limit = DefaultMaxExtract
-	}
+	limit := f.maxExtract()
 	if f.MaxUpload > 0 && f.MaxUpload < limit {
 		limit = f.MaxUpload
 	}

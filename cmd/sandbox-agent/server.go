@@ -78,6 +78,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	wireInstaller(agents, log)
+	agents.Installer.Disk = f.fsLimits.limits()
 	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN"), Supervisor: supervisorExe()}
 	instances := acp.NewInstances(opts, runner, agents)
 

@@ -1,4 +1,4 @@
-package app
+package files
 
 import (
 	"io"
@@ -6,6 +6,38 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
+
+// Limits bound what writes may take from the disk. Files embeds them; the
+// agents use case gets them (as agents.Disk) for installs, so uploads and
+// installs share one extractor and one free-space floor.
+type Limits struct {
+	// MaxExtract bounds the logical size (holes included) one archive may
+	// expand to; 0 means DefaultMaxExtract.
+	MaxExtract int64
+	// Space, when set, is asked for the free space before and while
+	// writing; a write that would leave less than MinFree bytes stops with
+	// insufficient_storage (507). MinFree is bytes, AutoMinFree for the
+	// default, 0 for no check.
+	Space   ports.DiskSpace
+	MinFree int64
+}
+
+// GuardWriter wraps w, a writer to a new file at path, so that it stops
+// with insufficient_storage when the free space falls below the floor.
+func (l Limits) GuardWriter(path string, w io.Writer) (io.Writer, error) {
+	g, err := newSpaceGuard(l.Space, l.MinFree, path)
+	if err != nil {
+		return nil, err
+	}
+	return g.writer(w), nil
+}
+
+func (l Limits) maxExtract() int64 {
+	if l.MaxExtract <= 0 {
+		return DefaultMaxExtract
+	}
+	return l.MaxExtract
+}
 
 // AutoMinFree asks for the default free-space floor: 1 GiB or 5 % of the
 // filesystem, whichever is smaller (so a small disk is not "full" from the

@@ -1,8 +1,9 @@
-package app
+package files
 
 import (
 	"archive/tar"
 	"archive/zip"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -544,6 +545,57 @@ func zipEntries(r io.ReaderAt, size int64) (archiveReader, error) {
 		}
 		return e, nil
 	}, nil
+}
+
+// Unpack extracts the archive file src of kind ("zip", "tar.gz", "tar")
+// into the directory dst of fsys (created if missing), for agent installs:
+// confined to dst, links checked against the disk (skipped where fsys has
+// none: the command is then looked up by name), bytes counted against
+// MaxExtract and the free space kept above MinFree. What it wrote stays
+// on error; the installer removes its whole install directory then.
+func (l Limits) Unpack(ctx context.Context, fsys afero.Fs, src, kind, dst string) error {
+	if err := fsys.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	f, err := openRegular(fsys, src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	x := &extraction{limit: l.maxExtract(), ctx: ctx, skipSym: true}
+	var next archiveReader
+	switch kind {
+	case "zip":
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if next, err = zipEntries(f, fi.Size()); err != nil {
+			return err
+		}
+		x.format = "zip"
+	case "tar.gz":
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return fmt.Errorf("gzip: %w", err)
+		}
+		defer gz.Close()
+		next = tarEntries(gz, nil)
+	case "tar":
+		next = tarEntries(f, nil)
+	default:
+		return fmt.Errorf("unsupported archive kind %q", kind)
+	}
+	if x.guard, err = newSpaceGuard(l.Space, l.MinFree, dst); err != nil {
+		return err
+	}
+	view, closeView, err := confine(fsys, dst)
+	if err != nil {
+		return err
+	}
+	defer closeView()
+	x.view = view
+	return x.extract(next)
 }
 
 // confine returns the confined view of dir on fsys: the backend's own

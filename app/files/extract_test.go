@@ -1,4 +1,4 @@
-package app
+package files
 
 import (
 	"archive/tar"
@@ -69,9 +69,11 @@ func zipChain(t *testing.T) []byte {
 	return buf.Bytes()
 }
 
-// TestInstallerSymlinkChainEscape unpacks the chain with the installer, on
-// the host, into <tmp>/box/dist: <tmp>/box/x must not appear.
-func TestInstallerSymlinkChainEscape(t *testing.T) {
+// TestUnpackSymlinkChainEscape unpacks the chain as agent installs do
+// (Limits.Unpack, the installer's agents.Disk), on the host, into
+// <tmp>/box/dist: <tmp>/box/x must not appear. The installer's own
+// extractor, before there was one extractor, wrote it.
+func TestUnpackSymlinkChainEscape(t *testing.T) {
 	for _, tc := range []struct {
 		kind    string
 		archive func(t *testing.T) []byte
@@ -90,8 +92,7 @@ func TestInstallerSymlinkChainEscape(t *testing.T) {
 			if err := os.WriteFile(src, tc.archive(t), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			in := &Installer{Fs: afero.NewOsFs()}
-			err := in.unpack(context.Background(), src, tc.kind, dist)
+			err := Limits{}.Unpack(context.Background(), afero.NewOsFs(), src, tc.kind, dist)
 			if err == nil {
 				t.Fatal("the chain was unpacked")
 			}
@@ -304,4 +305,51 @@ func FuzzExtract(f *testing.F) {
 			t.Fatalf("%d bytes on disk past the %d limit", size, limit)
 		}
 	})
+}
+
+// TestUnpackEscapes: agent archives whose entries or links leave the
+// target are refused, in every format the installer takes.
+func TestUnpackEscapes(t *testing.T) {
+	zipOf := func(t *testing.T, name string) []byte {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		w, _ := zw.Create(name)
+		io.WriteString(w, "x")
+		zw.Close()
+		return buf.Bytes()
+	}
+	for _, tc := range []struct {
+		name, kind string
+		archive    func(t *testing.T) []byte
+		want       string
+	}{
+		{"tar dotdot", "tar.gz", func(t *testing.T) []byte { return gzipped(t, makeTar(t, tarEntry{name: "../../evil", body: "x"})) },
+			`tar entry "../../evil": ".." is not allowed`},
+		{"tar absolute", "tar.gz", func(t *testing.T) []byte { return gzipped(t, makeTar(t, tarEntry{name: "/etc/evil", body: "x"})) },
+			"absolute names are not allowed"},
+		{"tar symlink out", "tar", func(t *testing.T) []byte {
+			return makeTar(t, tarEntry{name: "bin/agent", link: "../../../../etc/passwd", typ: tar.TypeSymlink})
+		}, "link target leaves the destination"},
+		{"zip dotdot", "zip", func(t *testing.T) []byte { return zipOf(t, "../evil") }, `zip entry "../evil"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			box := path.Join(t.TempDir(), "box")
+			dist := path.Join(box, "dist")
+			src := path.Join(box, "download")
+			if err := os.MkdirAll(dist, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(src, tc.archive(t), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := Limits{}.Unpack(context.Background(), afero.NewOsFs(), src, tc.kind, dist)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			entries, _ := os.ReadDir(box)
+			if len(entries) != 2 {
+				t.Errorf("box holds %v", entries)
+			}
+		})
+	}
 }
