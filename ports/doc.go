@@ -12,6 +12,8 @@
 // shared fakes.
 //
 // The filesystem port is afero.Fs itself and is not wrapped here; fs.go
-// names the optional abilities a backend adds (a confined view for archive
-// extraction, opens that cannot block on a FIFO, free space).
+// names the optional abilities a backend adds, used by app/files (Confiner:
+// a confined view for archive extraction; RegularOpener: opens that cannot
+// block on a FIFO) and the free space of a filesystem (DiskSpace), all
+// implemented by adapters/fsys.
 package ports
