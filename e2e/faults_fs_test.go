@@ -8,6 +8,7 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -516,5 +517,59 @@ func TestFaultFSSmall(t *testing.T) {
 		if st != 200 || !strings.Contains(string(body), `"size":0`) {
 			t.Errorf("stat: %d %s", st, body)
 		}
+	})
+}
+
+// TestFaultInstallArchiveLinkChain: an agent archive from the registry
+// whose links, each harmless alone, chain out of the install directory
+// (d1/d2/up -> .. resolves to d1, so l -> d1/d2/up/d2/up/../../.. is
+// lexically "d1/d2" but resolves two levels above the archive's
+// directory, next to the install's own directory). On main
+// the installer's own extractor wrote l/escaped.txt next to the install;
+// now the install fails and nothing is written.
+func TestFaultInstallArchiveLinkChain(t *testing.T) {
+	script := "#!/bin/sh\nwhile read -r line; do :; done\n"
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, h := range []tar.Header{
+		{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "bin/chain-agent", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))},
+		{Name: "d1/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "d1/d2/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "d1/d2/up", Typeflag: tar.TypeSymlink, Linkname: ".."},
+		{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "d1/d2/up/d2/up/../../.."},
+		{Name: "l/escaped.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 7},
+	} {
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		switch h.Name {
+		case "bin/chain-agent":
+			tw.Write([]byte(script))
+		case "l/escaped.txt":
+			tw.Write([]byte("escaped"))
+		}
+	}
+	tw.Close()
+	gz.Close()
+	reg := newACPRegistry(t, "")
+	reg.files["chain.tar.gz"] = buf.Bytes()
+	target := `{"archive":"` + reg.URL + `/files/chain.tar.gz","cmd":"./bin/chain-agent"}`
+	reg.doc = `{"agents":[{"id":"chain-agent","version":"1.0.0","distribution":{"binary":{` +
+		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`
+	d := startDaemon(t, daemonOpts{Env: reg.env()})
+	st, h, body := d.do("POST", "/v1/agents/chain-agent/install", []byte("{}"), "Content-Type", "application/json")
+	p := problemOf(t, st, h, body)
+	details, _ := p["details"].(map[string]any)
+	stderr, _ := details["stderr"].(string)
+	if st != 500 || p["type"] != "urn:sandbox-agent:error:install_failed" || !(strings.Contains(stderr, "symbolic link") || strings.Contains(stderr, "leaves the destination")) {
+		t.Errorf("install: %d %s", st, body)
+	}
+	_ = filepath.WalkDir(d.Home, func(p string, de fs.DirEntry, err error) error {
+		if err == nil && de.Name() == "escaped.txt" {
+			t.Errorf("written outside the archive's directory: %s", p)
+		}
+		return nil
 	})
 }
