@@ -422,6 +422,11 @@ func TestFaultFSSmall(t *testing.T) {
 		if st != 206 || string(body) != "789" || h.Get("Content-Range") != "bytes 7-9/10" {
 			t.Errorf("bytes=-3: %d %q %s", st, h.Get("Content-Range"), body)
 		}
+		// The ranges that overlap are served alone.
+		st, h, body = d.do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", "bytes=-0,0-1")
+		if st != 206 || string(body) != "01" || h.Get("Content-Range") != "bytes 0-1/10" {
+			t.Errorf("bytes=-0,0-1: %d %q %s", st, h.Get("Content-Range"), body)
+		}
 	})
 
 	t.Run("missing paths are 404 not_found", func(t *testing.T) {

@@ -106,12 +106,17 @@ func registerFS(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer file.Close()
 			r, w := unwrap(hctx)
-			if rng := r.Header.Get("Range"); rng != "" && r.Header.Get("If-Range") == "" && unsatisfiable(rng, fi.Size()) {
+			if rng := r.Header.Get("Range"); rng != "" && r.Header.Get("If-Range") == "" {
 				// net/http answers "bytes=-0" with a 206 of nothing
-				// ("bytes 10-9/10"); RFC 9110 says 416.
-				w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
-				(&rangeProblems{ResponseWriter: w, ctx: r.Context()}).WriteHeader(http.StatusRequestedRangeNotSatisfiable)
-				return
+				// ("bytes 10-9/10"); RFC 9110 says 416 when no range
+				// overlaps, and lets the others be served alone.
+				kept, ok := satisfiable(rng, fi.Size())
+				if ok && kept == "" {
+					w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
+					(&rangeProblems{ResponseWriter: w, ctx: r.Context()}).WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+					return
+				}
+				r.Header.Set("Range", kept)
 			}
 			w.Header().Set("Content-Type", "application/octet-stream")
 			http.ServeContent(&rangeProblems{ResponseWriter: w, ctx: r.Context()}, r, "", fi.ModTime(), file)
@@ -283,46 +288,52 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// unsatisfiable reports a well-formed "bytes=" Range none of whose ranges
-// overlaps a file of size bytes (RFC 9110 section 14.1.1: a suffix of
-// length 0, or a first byte at or past the end). Malformed headers are
-// left to http.ServeContent.
-func unsatisfiable(header string, size int64) bool {
-	spec, ok := strings.CutPrefix(header, "bytes=")
-	if !ok {
-		return false
+// satisfiable parses a "bytes=" Range header against a file of size
+// bytes and returns the header with only the ranges that overlap the file
+// (RFC 9110 section 14.1.1: a suffix of length 0, or a first byte at or
+// past the end, does not), and whether it could tell. A malformed header
+// comes back unchanged with ok false, for http.ServeContent to judge; an
+// empty result means none overlaps (416).
+func satisfiable(header string, size int64) (kept string, ok bool) {
+	spec, found := strings.CutPrefix(header, "bytes=")
+	if !found {
+		return header, false
 	}
+	var keep []string
 	for _, r := range strings.Split(spec, ",") {
 		r = strings.TrimSpace(r)
-		first, last, ok := strings.Cut(r, "-")
-		if !ok {
-			return false
+		first, last, found := strings.Cut(r, "-")
+		if !found {
+			return header, false
 		}
 		first, last = strings.TrimSpace(first), strings.TrimSpace(last)
 		if first == "" {
 			n, err := strconv.ParseInt(last, 10, 64)
 			if err != nil || n < 0 {
-				return false
+				return header, false
 			}
 			if n > 0 && size > 0 {
-				return false
+				keep = append(keep, r)
 			}
 			continue
 		}
 		start, err := strconv.ParseInt(first, 10, 64)
 		if err != nil || start < 0 {
-			return false
+			return header, false
 		}
 		if last != "" {
 			if end, err := strconv.ParseInt(last, 10, 64); err != nil || end < start {
-				return false
+				return header, false
 			}
 		}
 		if start < size {
-			return false
+			keep = append(keep, r)
 		}
 	}
-	return true
+	if len(keep) == 0 {
+		return "", true
+	}
+	return "bytes=" + strings.Join(keep, ","), true
 }
 
 // rangeProblems turns the 416 that http.ServeContent writes as text/plain
