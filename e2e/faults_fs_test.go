@@ -108,27 +108,29 @@ func noStage(t *testing.T, dir string) {
 	})
 }
 
-// TestFaultSparseUpload: a 10 KiB tar holding a 2 GiB sparse file. On
-// main it wrote 2 GiB (even with --max-upload 1 MiB, which counted request
-// bytes); now the logical size is counted before a byte is written, and a
-// sparse entry under the limits is refused.
+// TestFaultSparseUpload: a 10 KiB tar holding a sparse file of 20 GiB (the
+// issue's case) or 2 GiB. On main it wrote the whole logical size (even
+// with --max-upload 1 MiB, which counted request bytes); now the logical
+// size is counted before a byte is written, and a sparse entry under the
+// limits is refused.
 func TestFaultSparseUpload(t *testing.T) {
-	const logical = 2 << 30
 	for _, tc := range []struct {
 		name      string
+		logical   int64
 		format    string
 		args      []string
 		status    int
 		limit     int64
 		detailHas string
 	}{
-		{name: "max-extract 1 GiB", args: []string{"--max-extract", "1073741824"}, status: 413, limit: 1 << 30, detailHas: "expands to more than"},
-		{name: "max-upload 1 MiB", args: []string{"--max-upload", "1048576"}, status: 413, limit: 1 << 20, detailHas: "expands to more than"},
-		{name: "default limits, gnu", format: "gnu", status: 400, detailHas: "sparse files are not supported"},
-		{name: "default limits, pax", format: "posix", status: 400, detailHas: "sparse files are not supported"},
+		{name: "20 GiB, default limits", logical: 20 << 30, status: 413, limit: 8 << 30, detailHas: "expands to more than"},
+		{name: "20 GiB, max-upload 1 MiB", logical: 20 << 30, args: []string{"--max-upload", "1048576"}, status: 413, limit: 1 << 20, detailHas: "expands to more than"},
+		{name: "2 GiB, max-extract 1 GiB", logical: 2 << 30, args: []string{"--max-extract", "1073741824"}, status: 413, limit: 1 << 30, detailHas: "expands to more than"},
+		{name: "2 GiB, default limits, gnu", logical: 2 << 30, format: "gnu", status: 400, detailHas: "sparse files are not supported"},
+		{name: "2 GiB, default limits, pax", logical: 2 << 30, format: "posix", status: 400, detailHas: "sparse files are not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			archive := sparseTar(t, logical, tc.format)
+			archive := sparseTar(t, tc.logical, tc.format)
 			d := startDaemon(t, daemonOpts{Args: tc.args})
 			before := diskUse(t, d.Home)
 			st, h, body := d.do("POST", "/v1/fs/upload-batch?path=sp", archive, "Content-Type", "application/x-tar")
@@ -150,7 +152,7 @@ func TestFaultSparseUpload(t *testing.T) {
 				t.Errorf("target created: %v", err)
 			}
 			noStage(t, d.Home)
-			t.Logf("attack: %d-byte tar, %d GiB sparse entry: %d, peak RSS %d KiB, disk used %d KiB", len(archive), logical>>30, st, d.peakRSS(t), used>>10)
+			t.Logf("attack: %d-byte tar, %d GiB sparse entry: %d, peak RSS %d KiB, disk used %d KiB", len(archive), tc.logical>>30, st, d.peakRSS(t), used>>10)
 		})
 	}
 }
@@ -253,6 +255,7 @@ func TestFaultUploadAllOrNothing(t *testing.T) {
 		}
 	}
 	noStage(t, d.Home)
+	t.Logf("all or nothing: refused archives and a disconnect left nothing; peak RSS %d KiB, disk used %d KiB (after the good upload)", d.peakRSS(t), diskUse(t, d.Home)>>10)
 }
 
 // TestFaultConfigFIFO: a FIFO where a directory's mcp.json should be. On
@@ -577,4 +580,5 @@ func TestFaultInstallArchiveLinkChain(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("link-chain agent archive: %d; peak RSS %d KiB, disk used %d KiB", st, d.peakRSS(t), diskUse(t, d.Home)>>10)
 }
