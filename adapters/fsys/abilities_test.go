@@ -128,3 +128,18 @@ func TestRootNameTooLong(t *testing.T) {
 		t.Errorf("create: %v", err)
 	}
 }
+
+func TestMemoryRenameKeepsFullDirectories(t *testing.T) {
+	m := NewMemory()
+	must(t, m.MkdirAll("/a", 0o755))
+	must(t, m.MkdirAll("/b", 0o755))
+	must(t, afero.WriteFile(m, "/b/keep", []byte("x"), 0o644))
+	if err := m.Rename("/a", "/b"); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rename over a full directory: %v", err)
+	}
+	if ok, _ := afero.Exists(m, "/b/keep"); !ok {
+		t.Fatal("the directory's file was lost")
+	}
+	must(t, m.MkdirAll("/c", 0o755))
+	must(t, m.Rename("/a", "/c")) // over an empty one: as on the host
+}

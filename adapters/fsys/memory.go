@@ -3,6 +3,8 @@ package fsys
 import (
 	"io/fs"
 	"os"
+	"sync"
+	"syscall"
 
 	"github.com/spf13/afero"
 
@@ -13,7 +15,10 @@ import (
 // symbolic links (tar archives that hold some are rejected on it) and no
 // FIFOs or devices. Directories report size 0: afero's memory backend
 // reports a made-up 42.
-type Memory struct{ afero.Fs }
+type Memory struct {
+	afero.Fs
+	renames sync.Mutex
+}
 
 var (
 	_ afero.Fs            = (*Memory)(nil)
@@ -88,6 +93,20 @@ func (m *Memory) Create(name string) (afero.File, error) {
 
 // Name implements afero.Fs.
 func (m *Memory) Name() string { return "MemoryFs" }
+
+// Rename implements afero.Fs with the host's rule that a directory that is
+// not empty is never replaced (afero's memory backend replaces it and
+// loses its files; uploads racing to create one directory rely on it).
+func (m *Memory) Rename(oldname, newname string) error {
+	m.renames.Lock()
+	defer m.renames.Unlock()
+	if fi, err := m.Fs.Stat(newname); err == nil && fi.IsDir() {
+		if names, _ := afero.ReadDir(m.Fs, newname); len(names) > 0 {
+			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOTEMPTY}
+		}
+	}
+	return m.Fs.Rename(oldname, newname)
+}
 
 type memFile struct{ afero.File }
 

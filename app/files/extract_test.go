@@ -353,3 +353,32 @@ func TestUnpackEscapes(t *testing.T) {
 		})
 	}
 }
+
+// TestUploadConcurrentToNewTarget: uploads racing to create the same new
+// directory all land, merged.
+func TestUploadConcurrentToNewTarget(t *testing.T) {
+	home := t.TempDir()
+	f := &Files{Fs: afero.NewOsFs(), Home: home}
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			name := string(rune('a' + i))
+			_, err := f.Upload(context.Background(), "race/new", bytes.NewReader(makeTar(t, tarEntry{name: name, body: name})))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	entries, _ := afero.ReadDir(f.Fs, home+"/race/new")
+	if len(entries) != n {
+		t.Errorf("%d entries, want %d", len(entries), n)
+	}
+	entries, _ = afero.ReadDir(f.Fs, home)
+	if len(entries) != 1 {
+		t.Errorf("home holds %v (stages left?)", entries)
+	}
+}

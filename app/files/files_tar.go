@@ -106,7 +106,14 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 			return domain.FSUpload{}, fsError(target, err)
 		}
 		if err := f.Fs.Rename(stage, target); err != nil {
-			return domain.FSUpload{}, fsError(target, err)
+			// Another upload created the target meanwhile: merge into it.
+			fi, serr := f.Fs.Stat(target)
+			if serr != nil || !fi.IsDir() {
+				return domain.FSUpload{}, fsError(target, err)
+			}
+			if err := f.merge(stage, target); err != nil {
+				return domain.FSUpload{}, err
+			}
 		}
 	} else if err := f.merge(stage, target); err != nil {
 		return domain.FSUpload{}, err
