@@ -57,6 +57,10 @@ type extraction struct {
 	// anything is moved.
 	target func(rel string) (fs.FileInfo, error)
 
+	// base, when set, is where the entries finally land; their full paths
+	// there must be valid names too (checked up front, not at the move).
+	base string
+
 	record  func(rel string)
 	links   []createdLink
 	created map[string]bool // links made by this extraction, by rel
@@ -149,6 +153,11 @@ func (x *extraction) entry(e archiveEntry) error {
 	}
 	if rel == "" || e.kind == entrySkip {
 		return nil // "./" is the directory itself; specials are not stored
+	}
+	if x.base != "" {
+		if err := domain.CheckPathLength(path.Join(x.base, rel)); err != nil {
+			return x.entryErr(e.name, "%v", err)
+		}
 	}
 	if err := x.checkParents(e.name, rel); err != nil {
 		return err

@@ -43,7 +43,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 
 // zipChain is chainEntries as a zip (links are members with the symlink
 // mode bit whose data is the target).
-func zipChain(t *testing.T) []byte {
+func zipChain(t testing.TB) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -80,7 +80,7 @@ func TestUnpackSymlinkChainEscape(t *testing.T) {
 	}{
 		{"tar.gz", func(t *testing.T) []byte { return gzipped(t, makeTar(t, chainEntries...)) }},
 		{"tar", func(t *testing.T) []byte { return makeTar(t, chainEntries...) }},
-		{"zip", zipChain},
+		{"zip", func(t *testing.T) []byte { return zipChain(t) }},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			box := path.Join(t.TempDir(), "box")
@@ -381,4 +381,51 @@ func TestUploadConcurrentToNewTarget(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("home holds %v (stages left?)", entries)
 	}
+}
+
+func TestUploadNameTooLongAtTarget(t *testing.T) {
+	f := memFiles(t)
+	deep := strings.Repeat("d/", 1900) // 3800 bytes: valid alone
+	_, err := f.Upload(context.Background(), deep, bytes.NewReader(makeTar(t, tarEntry{name: strings.Repeat("e/", 200) + "f", body: "x"})))
+	wantErr(t, err, domain.KindInvalidRequest, "path is longer than 4095 bytes")
+}
+
+// FuzzExtractZip is FuzzExtract for the zip archives of agent installs.
+func FuzzExtractZip(f *testing.F) {
+	f.Add(zipChain(f))
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.Create("../evil")
+	io.WriteString(w, "x")
+	w, _ = zw.Create("ok/file")
+	io.WriteString(w, strings.Repeat("z", 4096))
+	zw.Close()
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, archive []byte) {
+		box := path.Join(t.TempDir(), "box")
+		dst := path.Join(box, "dst")
+		src := path.Join(box, "download.zip")
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(src, archive, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		const limit = 1 << 20
+		_ = Limits{MaxExtract: limit}.Unpack(context.Background(), afero.NewOsFs(), src, "zip", dst)
+		entries, _ := os.ReadDir(box)
+		if len(entries) != 2 {
+			t.Fatalf("outside the target: %v", entries)
+		}
+		var size int64
+		_ = fs.WalkDir(os.DirFS(dst), ".", func(p string, d fs.DirEntry, err error) error {
+			if fi, ierr := d.Info(); err == nil && ierr == nil && fi.Mode().IsRegular() {
+				size += fi.Size()
+			}
+			return nil
+		})
+		if size > limit {
+			t.Fatalf("%d bytes on disk past the %d limit", size, limit)
+		}
+	})
 }

@@ -67,6 +67,7 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 	x := &extraction{
 		limit: f.extractLimit(),
 		ctx:   ctx,
+		base:  target,
 		record: func(rel string) {
 			if len(result.Paths) < domain.MaxUploadPaths {
 				result.Paths = append(result.Paths, path.Join(target, rel))
