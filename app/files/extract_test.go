@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
 
 // chainEntries is the escape the installer's own extractor let through: each
@@ -160,19 +161,16 @@ func TestExtractLimits(t *testing.T) {
 	}
 }
 
-// fakeSpace is a ports.DiskSpace whose free space shrinks by what is
-// written through the files it watches (used counts the bytes).
-type fakeSpace struct {
-	free, total int64
-	used        func() int64
-}
-
-func (s *fakeSpace) Space(string) (int64, int64, error) {
-	var used int64
-	if s.used != nil {
-		used = s.used()
-	}
-	return s.free - used, s.total, nil
+// shrinkingSpace is a disk with free bytes left, less what used reports
+// as written so far.
+func shrinkingSpace(free int64, used func() int64) *porttest.FakeDiskSpace {
+	return &porttest.FakeDiskSpace{SpaceFunc: func(string) (int64, int64, error) {
+		n := free
+		if used != nil {
+			n -= used()
+		}
+		return n, 1 << 40, nil
+	}}
 }
 
 func TestFilesMinFree(t *testing.T) {
@@ -190,7 +188,7 @@ func TestFilesMinFree(t *testing.T) {
 	})
 	t.Run("a declared size past the floor writes nothing", func(t *testing.T) {
 		f := memFiles(t)
-		f.Space, f.MinFree = &fakeSpace{free: 1100, total: 1 << 40}, 1000
+		f.Space, f.MinFree = shrinkingSpace(1100, nil), 1000
 		_, err := f.Write(ctx, "new.txt", strings.NewReader(strings.Repeat("x", 200)), 200)
 		wantErr(t, err, domain.KindInsufficientStorage, "would leave less than 1000 bytes free")
 		if _, err := f.Fs.Stat("/home/u/new.txt"); !errors.Is(err, fs.ErrNotExist) {
@@ -200,7 +198,7 @@ func TestFilesMinFree(t *testing.T) {
 	t.Run("a streamed body is stopped while writing and removed", func(t *testing.T) {
 		f := memFiles(t)
 		var written int64
-		f.Space, f.MinFree = &fakeSpace{free: 40 << 20, total: 1 << 40, used: func() int64 { return written }}, 20<<20
+		f.Space, f.MinFree = shrinkingSpace(40<<20, func() int64 { return written }), 20<<20
 		body := &countingReader{r: io.LimitReader(zeros{}, 100<<20), n: &written}
 		_, err := f.Write(ctx, "big.bin", body, -1)
 		wantErr(t, err, domain.KindInsufficientStorage, "")
@@ -216,7 +214,7 @@ func TestFilesMinFree(t *testing.T) {
 	})
 	t.Run("an upload past the floor leaves no stage", func(t *testing.T) {
 		f := memFiles(t)
-		f.Space, f.MinFree = &fakeSpace{free: 1100, total: 1 << 40}, 1000
+		f.Space, f.MinFree = shrinkingSpace(1100, nil), 1000
 		_, err := f.Upload(ctx, "up", bytes.NewReader(makeTar(t, tarEntry{name: "a", body: strings.Repeat("a", 200)})))
 		wantErr(t, err, domain.KindInsufficientStorage, "")
 		entries, _ := afero.ReadDir(f.Fs, "/home/u")
