@@ -41,6 +41,15 @@ import (
 // extract never removes what it wrote: callers extract into a fresh
 // directory (a stage) and remove it on any error.
 
+// The most entries and links one archive may hold: each costs an inode and
+// a little memory while extracting (links are checked again at the end),
+// so a stream of empty headers cannot exhaust either. Variables so tests
+// can lower them.
+var (
+	maxEntries = 1 << 20
+	maxLinks   = 1 << 16
+)
+
 // extraction is the state of one extract call.
 type extraction struct {
 	view    afero.Fs // the confined directory; names are relative to it
@@ -62,6 +71,7 @@ type extraction struct {
 	base string
 
 	record  func(rel string)
+	entries int
 	links   []createdLink
 	created map[string]bool // links made by this extraction, by rel
 }
@@ -124,6 +134,9 @@ func (x *extraction) extract(next archiveReader) error {
 		}
 		if err != nil {
 			return err
+		}
+		if x.entries++; x.entries > maxEntries {
+			return domain.InvalidRequest("the archive has more than %d entries", maxEntries)
 		}
 		if err := x.entry(e); err != nil {
 			return err
@@ -216,6 +229,9 @@ func (x *extraction) entry(e archiveEntry) error {
 				return nil
 			}
 			return x.entryErr(e.name, "symbolic links are not supported by this filesystem")
+		}
+		if len(x.links) >= maxLinks {
+			return x.entryErr(e.name, "the archive has more than %d symbolic links", maxLinks)
 		}
 		if err := x.replaceable(e.name, rel, existing, exists); err != nil {
 			return err

@@ -427,3 +427,17 @@ func FuzzExtractZip(f *testing.F) {
 		}
 	})
 }
+
+func TestExtractEntryAndLinkCaps(t *testing.T) {
+	defer func(e, l int) { maxEntries, maxLinks = e, l }(maxEntries, maxLinks)
+	maxEntries, maxLinks = 3, 1
+	f := &Files{Fs: afero.NewOsFs(), Home: t.TempDir()}
+	ctx := context.Background()
+	_, err := f.Upload(ctx, "a", bytes.NewReader(makeTar(t, tarEntry{name: "1", body: "1"}, tarEntry{name: "2", body: "2"}, tarEntry{name: "3", body: "3"}, tarEntry{name: "4", body: "4"})))
+	wantErr(t, err, domain.KindInvalidRequest, "more than 3 entries")
+	_, err = f.Upload(ctx, "b", bytes.NewReader(makeTar(t, tarEntry{name: "l1", link: "x", typ: tar.TypeSymlink}, tarEntry{name: "l2", link: "x", typ: tar.TypeSymlink})))
+	wantErr(t, err, domain.KindInvalidRequest, "more than 1 symbolic links")
+	if entries, _ := os.ReadDir(f.Home); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
