@@ -199,7 +199,7 @@ func registerFS(api huma.API, cfg *Config) {
 	huma.Register(api, huma.Operation{
 		OperationID: "post_v1_fs_upload_batch", Method: http.MethodPost, Path: "/v1/fs/upload-batch",
 		Summary:     "Extract a tar archive into a directory",
-		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into a stage beside `path` (default: the home directory) and moved into place only when the whole archive is good: a refused archive leaves nothing. Entries leaving the directory, links leading out and sparse entries are refused (400). The extracted size (holes included) counts against --max-extract and --max-upload (413, `details.limitBytes`); 507 past --min-free. At most 1024 paths are listed; `truncated` says more were written.",
+		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into a stage directory (`.sandbox-agent-stage-*`) and moved into `path` (default: the home directory) only when the whole archive is good: a refused archive leaves nothing. Entries leaving the directory, links leading out and sparse entries are refused (400). The extracted size (holes included) counts against --max-extract and --max-upload (413, `details.limitBytes`); 507 past --min-free. At most 1024 paths are listed; `truncated` says more were written.",
 		Tags:        fsTags, Security: bearer,
 		RequestBody: rawBody("application/x-tar"),
 	}, func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {

@@ -69,6 +69,9 @@ type extraction struct {
 	// base, when set, is where the entries finally land; their full paths
 	// there must be valid names too (checked up front, not at the move).
 	base string
+	// reserved, when set, is a name prefix no top-level entry may have
+	// (the stage lives in the target under such a name).
+	reserved string
 
 	record  func(rel string)
 	entries int
@@ -166,6 +169,9 @@ func (x *extraction) entry(e archiveEntry) error {
 	}
 	if rel == "" || e.kind == entrySkip {
 		return nil // "./" is the directory itself; specials are not stored
+	}
+	if first, _, _ := strings.Cut(rel, "/"); x.reserved != "" && strings.HasPrefix(first, x.reserved) {
+		return x.entryErr(e.name, "names starting with %q are reserved", x.reserved)
 	}
 	if x.base != "" {
 		if err := domain.CheckPathLength(path.Join(x.base, rel)); err != nil {

@@ -441,3 +441,13 @@ func TestExtractEntryAndLinkCaps(t *testing.T) {
 		t.Errorf("left behind: %v", entries)
 	}
 }
+
+func TestUploadStageNameReserved(t *testing.T) {
+	f := memFiles(t)
+	_, err := f.Upload(context.Background(), "dir", bytes.NewReader(makeTar(t, tarEntry{name: stagePrefix + "x/evil", body: "x"})))
+	wantErr(t, err, domain.KindInvalidRequest, "reserved")
+	entries, _ := afero.ReadDir(f.Fs, "/home/u/dir")
+	if len(entries) != 2 { // inner.txt and sub, as memFiles made them
+		t.Errorf("dir holds %v", entries)
+	}
+}

@@ -22,9 +22,8 @@ const stagePrefix = ".sandbox-agent-stage-"
 // Truncated says more were).
 //
 // All or nothing: the archive is extracted as it arrives into a fresh
-// stage directory beside the target (in its nearest existing parent, or
-// inside the target when that parent cannot be written), through the one
-// confined extractor (extract.go). Only when the whole archive was good is
+// stage directory (see makeStage), through the one confined extractor
+// (extract.go); entries named like a stage are refused. Only when the whole archive was good is
 // the stage moved into place, entry by entry (a rename each); on any error,
 // limit or client disconnect the stage is removed and the target is as it
 // was. Entries that would conflict with what the target holds (a file
@@ -65,9 +64,10 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 
 	var result domain.FSUpload
 	x := &extraction{
-		limit: f.extractLimit(),
-		ctx:   ctx,
-		base:  target,
+		limit:    f.extractLimit(),
+		ctx:      ctx,
+		base:     target,
+		reserved: stagePrefix,
 		record: func(rel string) {
 			if len(result.Paths) < domain.MaxUploadPaths {
 				result.Paths = append(result.Paths, path.Join(target, rel))
@@ -134,22 +134,23 @@ func (f *Files) extractLimit() int64 {
 	return limit
 }
 
-// makeStage creates the stage directory for an extraction into target: in
-// the nearest existing parent of target, so a refused archive creates no
-// parents either; inside the target itself when that parent cannot be
-// written (the --fs-root directory has no parent inside the root).
+// makeStage creates the stage directory for an extraction into target, on
+// the filesystem the entries will land on, so moving them into place is a
+// rename: inside the target when it exists (a mount point's parent is
+// another filesystem, where a rename would fail), else in the target's
+// nearest existing parent, so a refused archive creates no parents either.
 func (f *Files) makeStage(target string, exists bool) (string, error) {
-	anchor := path.Dir(target)
-	for anchor != "/" {
-		if fi, err := f.Fs.Stat(anchor); err == nil && fi.IsDir() {
-			break
+	anchor := target
+	if !exists {
+		anchor = path.Dir(target)
+		for anchor != "/" {
+			if fi, err := f.Fs.Stat(anchor); err == nil && fi.IsDir() {
+				break
+			}
+			anchor = path.Dir(anchor)
 		}
-		anchor = path.Dir(anchor)
 	}
 	stage, err := afero.TempDir(f.Fs, anchor, stagePrefix)
-	if err != nil && exists {
-		stage, err = afero.TempDir(f.Fs, target, stagePrefix)
-	}
 	if err != nil {
 		return "", fsError(target, err)
 	}
@@ -158,7 +159,9 @@ func (f *Files) makeStage(target string, exists bool) (string, error) {
 
 // merge moves the extracted tree src into the existing directory dst:
 // what dst lacks is renamed in whole, directories both have are merged,
-// files and links replace files and links (never written through).
+// files and links replace files and links (never written through). src
+// may be inside dst (the stage of an existing target); it is not itself
+// among what is moved.
 func (f *Files) merge(src, dst string) error {
 	d, err := f.Fs.Open(src)
 	if err != nil {
