@@ -309,7 +309,7 @@ func TestFaultConfigFIFO(t *testing.T) {
 	if b.err != nil || b.st != 200 {
 		t.Errorf("GET of another directory: %d %s %v (after %v)", b.st, b.body, b.err, b.took)
 	}
-	t.Logf("FIFO config: GET %d after %v, other directory %d after %v", a.st, a.took, b.st, b.took)
+	t.Logf("FIFO config: GET %d after %v, other directory %d after %v; peak RSS %d KiB", a.st, a.took, b.st, b.took, d.peakRSS(t))
 	if st, _, body := d.do("PUT", "/v1/config/mcp?directory="+q(stuck)+"&mcpName=m", []byte(`{"type":"local","command":"c"}`), "Content-Type", "application/json"); st != 400 {
 		t.Errorf("PUT into the FIFO's directory: %d %s", st, body)
 	}
