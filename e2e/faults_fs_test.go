@@ -25,10 +25,12 @@ import (
 )
 
 // diskUse is the space the files under dir take on disk (allocated blocks,
-// so holes cost nothing and written zeros do).
+// so holes cost nothing and written zeros do; a file with several hard
+// links counts once, as du does).
 func diskUse(t *testing.T, dir string) int64 {
 	t.Helper()
 	var n int64
+	seen := map[[2]uint64]bool{}
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -38,7 +40,11 @@ func diskUse(t *testing.T, dir string) int64 {
 			return nil
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			n += st.Blocks * 512
+			key := [2]uint64{uint64(st.Dev), st.Ino}
+			if !seen[key] {
+				seen[key] = true
+				n += st.Blocks * 512
+			}
 		}
 		return nil
 	})
@@ -581,4 +587,41 @@ func TestFaultInstallArchiveLinkChain(t *testing.T) {
 		return nil
 	})
 	t.Logf("link-chain agent archive: %d; peak RSS %d KiB, disk used %d KiB", st, d.peakRSS(t), diskUse(t, d.Home)>>10)
+}
+
+// TestFaultHardLinkAmplification: one 512 KiB file and 200 hard links to
+// it (a 620 KiB tar). On main each link was a copy: 100 MiB written. Now
+// they are hard links: nothing is written again, and --max-extract 1 MiB
+// is not reached.
+func TestFaultHardLinkAmplification(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	body := bytes.Repeat([]byte("h"), 512<<10)
+	tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
+	tw.Write(body)
+	for i := range 200 {
+		tw.WriteHeader(&tar.Header{Name: "link" + strconv.Itoa(i), Typeflag: tar.TypeLink, Linkname: "big"})
+	}
+	tw.Close()
+	d := startDaemon(t, daemonOpts{Args: []string{"--max-extract", "1048576"}})
+	before := diskUse(t, d.Home)
+	st, _, resp := d.do("POST", "/v1/fs/upload-batch?path=hl", buf.Bytes(), "Content-Type", "application/x-tar")
+	if st != 200 {
+		t.Fatalf("upload: %d %s", st, resp)
+	}
+	var first, last syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(d.Home, "hl", "big"), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(filepath.Join(d.Home, "hl", "link199"), &last); err != nil {
+		t.Fatal(err)
+	}
+	if first.Ino != last.Ino {
+		t.Errorf("link199 is a copy, not a hard link")
+	}
+	used := diskUse(t, d.Home) - before
+	if used > 2<<20 {
+		t.Errorf("the upload took %d bytes of disk", used)
+	}
+	t.Logf("hard-link attack: %d-byte tar, 200 links to a 512 KiB file: %d, peak RSS %d KiB, disk used %d KiB", buf.Len(), st, d.peakRSS(t), used>>10)
 }

@@ -18,6 +18,14 @@ type Confiner interface {
 	Confine(dir string) (view afero.Fs, close func() error, err error)
 }
 
+// HardLinker makes hard links, so an archive's hard link entries take no
+// space again (a copy would turn a 512-byte header into a whole file).
+// Names are those of the backend (relative ones in a confined view); both
+// stay inside it.
+type HardLinker interface {
+	LinkIfPossible(oldname, newname string) error
+}
+
 // RegularOpener opens a file for reading only when it is a regular file,
 // and never blocks doing so: a FIFO, device or socket (or a file swapped
 // for one between a check and the open) fails at once with

@@ -143,3 +143,21 @@ func TestMemoryRenameKeepsFullDirectories(t *testing.T) {
 	must(t, m.MkdirAll("/c", 0o755))
 	must(t, m.Rename("/a", "/c")) // over an empty one: as on the host
 }
+
+func TestRootHardLinksStayInside(t *testing.T) {
+	parent := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(parent, "outside"), []byte("secret"), 0o644))
+	box := filepath.Join(parent, "box")
+	must(t, os.Mkdir(box, 0o755))
+	must(t, os.WriteFile(filepath.Join(box, "in"), []byte("in"), 0o644))
+	r, err := OpenRoot(box)
+	must(t, err)
+	defer r.Close()
+	must(t, r.LinkIfPossible("in", "in2"))
+	if b, _ := os.ReadFile(filepath.Join(box, "in2")); string(b) != "in" {
+		t.Errorf("in2 = %q", b)
+	}
+	if err := r.LinkIfPossible("../outside", "stolen"); !errors.Is(err, domain.ErrOutsideRoot) {
+		t.Errorf("link to outside: %v", err)
+	}
+}

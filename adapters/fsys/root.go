@@ -35,6 +35,7 @@ var (
 	_ afero.Symlinker     = (*Root)(nil)
 	_ ports.Confiner      = (*Root)(nil)
 	_ ports.RegularOpener = (*Root)(nil)
+	_ ports.HardLinker    = (*Root)(nil)
 )
 
 // OpenRoot confines a filesystem to dir, which must exist. Close releases
@@ -150,6 +151,19 @@ func (r *Root) Confine(dir string) (afero.Fs, func() error, error) {
 	}
 	v := &Root{dir: filepath.Join(r.dir, rel), root: sub}
 	return v, v.Close, nil
+}
+
+// LinkIfPossible implements ports.HardLinker: both names inside the root.
+func (r *Root) LinkIfPossible(oldname, newname string) error {
+	oldRel, err := r.rel("link", oldname)
+	if err != nil {
+		return err
+	}
+	newRel, err := r.rel("link", newname)
+	if err != nil {
+		return err
+	}
+	return r.fixLink(oldname, newname, newname, r.root.Link(oldRel, newRel))
 }
 
 // OpenRegular implements ports.RegularOpener.

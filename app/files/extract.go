@@ -35,7 +35,8 @@ import (
 //   - bytes are counted by logical size, holes included, against a limit,
 //     before they are written (413 with details.limitBytes); sparse entries
 //     are refused, so a small archive never turns into a large file;
-//   - hard links are stored as copies and counted again;
+//   - hard links are made as hard links where the view can (os.Root),
+//     else stored as copies and counted again, so they cannot amplify;
 //   - free space is checked before each file and while writing (507).
 //
 // extract never removes what it wrote: callers extract into a fresh
@@ -269,11 +270,20 @@ func (x *extraction) entry(e archiveEntry) error {
 		if err != nil || !fi.Mode().IsRegular() {
 			return x.entryErr(e.name, "hard link target %q is not a regular file of the archive", e.link)
 		}
-		// A copy: it takes the space again, so it is counted again.
-		if err := x.charge(e.name, fi.Size()); err != nil {
+		if err := x.replaceable(e.name, rel, existing, exists); err != nil {
 			return err
 		}
-		if err := x.replaceable(e.name, rel, existing, exists); err != nil {
+		if hl, ok := x.view.(ports.HardLinker); ok {
+			if err := x.view.MkdirAll(path.Dir(rel), 0o755); err != nil {
+				return fsError(e.name, err)
+			}
+			if err := hl.LinkIfPossible(srcRel, rel); err == nil {
+				break // the same file: no space taken again
+			}
+		}
+		// A copy (memory, or a filesystem without hard links): it takes
+		// the space again, so it is counted again.
+		if err := x.charge(e.name, fi.Size()); err != nil {
 			return err
 		}
 		in, err := openRegular(x.view, srcRel)
