@@ -13,7 +13,7 @@
 //
 // The filesystem port is afero.Fs itself and is not wrapped here; fs.go
 // names the optional abilities a backend adds, used by app/files (Confiner:
-// a confined view for archive extraction; RegularOpener: opens that cannot
-// block on a FIFO) and the free space of a filesystem (DiskSpace), all
+// a confined view for archive extraction; HardLinker: hard links in it;
+// RegularOpener: opens that cannot block on a FIFO) and the free space of a filesystem (DiskSpace), all
 // implemented by adapters/fsys.
 package ports
