@@ -365,3 +365,20 @@ func TestSatisfiable(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedBodyNotReadAsNextRequest: after a 413 that left most of a
+// body unread, the next request on the client's connection is answered as
+// itself (the connection is closed, not reused with the remainder in it).
+func TestRefusedBodyNotReadAsNextRequest(t *testing.T) {
+	srv := fsServer(t, afero.NewMemMapFs(), "/home/u", 0)
+	big := []byte(`{"from":"` + strings.Repeat("a", 2<<20) + `","to":"b"}`)
+	for range 2 {
+		r := fsDo(t, srv, fsCall{method: "POST", target: "/v1/fs/move", body: big, headers: jsonCT})
+		if r.status != 413 || !strings.Contains(string(r.body), `"limitBytes":1048576`) {
+			t.Fatalf("move: %d %.200s", r.status, r.body)
+		}
+		if r := fsDo(t, srv, fsCall{method: "GET", target: "/v1/fs/stat?path=a.txt"}); r.status != 200 {
+			t.Fatalf("next request: %d %s", r.status, r.body)
+		}
+	}
+}
