@@ -75,7 +75,7 @@ func registerFS(api huma.API, cfg *Config) {
 	route(api, huma.Operation{
 		OperationID: "get_v1_fs_entries", Method: http.MethodGet, Path: "/v1/fs/entries",
 		Summary:     "List a directory",
-		Description: "Entries are not followed through symbolic links (lstat). `path` defaults to the home directory.",
+		Description: "Entries are not followed through symbolic links (lstat): a link keeps the reference's `entryType` (`file`) and adds `symlink: true`. `path` defaults to the home directory.",
 		Tags:        fsTags, Security: bearer,
 	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
 		p := in.Path
@@ -92,7 +92,7 @@ func registerFS(api huma.API, cfg *Config) {
 	route(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
 		Summary:     "Read a file",
-		Description: "Streams the file as application/octet-stream. Supports `Range` (206) and conditional requests.",
+		Description: "Streams the file as application/octet-stream. Supports `Range` (206; 416 when no range overlaps the file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
 		Tags:        fsTags, Security: bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
@@ -109,6 +109,18 @@ func registerFS(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer file.Close()
 			r, w := unwrap(hctx)
+			if rng := r.Header.Get("Range"); rng != "" && r.Header.Get("If-Range") == "" {
+				// net/http answers "bytes=-0" with a 206 of nothing
+				// ("bytes 10-9/10"); RFC 9110 says 416 when no range
+				// overlaps, and lets the others be served alone.
+				kept, ok := satisfiable(rng, fi.Size())
+				if ok && kept == "" {
+					w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
+					(&rangeProblems{ResponseWriter: w, ctx: r.Context()}).WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+					return
+				}
+				r.Header.Set("Range", kept)
+			}
 			w.Header().Set("Content-Type", "application/octet-stream")
 			http.ServeContent(&rangeProblems{ResponseWriter: w, ctx: r.Context()}, r, "", fi.ModTime(), file)
 		}}, nil
@@ -117,7 +129,7 @@ func registerFS(api huma.API, cfg *Config) {
 	route(api, huma.Operation{
 		OperationID: "put_v1_fs_file", Method: http.MethodPut, Path: "/v1/fs/file",
 		Summary:     "Write a file",
-		Description: "Streams the body to a temporary file next to the target and renames it into place; parents are created. Answers 413 past --max-upload.",
+		Description: "Streams the body to a temporary file next to the target and renames it into place; parents are created. Answers 413 past --max-upload, 507 when the write would leave less than --min-free on the filesystem (nothing is left behind).",
 		Tags:        fsTags, Security: bearer,
 		RequestBody: rawBody("application/octet-stream"),
 	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
@@ -128,7 +140,7 @@ func registerFS(api huma.API, cfg *Config) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := files.Write(ctx, in.Path, body)
+		res, err := files.Write(ctx, in.Path, body, in.req.ContentLength)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +202,7 @@ func registerFS(api huma.API, cfg *Config) {
 	route(api, huma.Operation{
 		OperationID: "post_v1_fs_upload_batch", Method: http.MethodPost, Path: "/v1/fs/upload-batch",
 		Summary:     "Extract a tar archive into a directory",
-		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into `path` (default: the home directory). Entries leaving the directory are refused. At most 1024 paths are listed; `truncated` says more were written.",
+		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into a stage directory (`.sandbox-agent-stage-*`) and moved into `path` (default: the home directory) only when the whole archive is good: a refused archive leaves nothing. Entries leaving the directory, links leading out and sparse entries are refused (400). The extracted size (holes included) counts against --max-extract and --max-upload (413, `details.limitBytes`); 507 past --min-free. At most 1024 paths are listed; `truncated` says more were written.",
 		Tags:        fsTags, Security: bearer,
 		RequestBody: rawBody("application/x-tar"),
 	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
@@ -306,6 +318,54 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 		return n, tooLarge(l.limit)
 	}
 	return n, err
+}
+
+// satisfiable parses a "bytes=" Range header against a file of size
+// bytes and returns the header with only the ranges that overlap the file
+// (RFC 9110 section 14.1.1: a suffix of length 0, or a first byte at or
+// past the end, does not), and whether it could tell. A malformed header
+// comes back unchanged with ok false, for http.ServeContent to judge; an
+// empty result means none overlaps (416).
+func satisfiable(header string, size int64) (kept string, ok bool) {
+	spec, found := strings.CutPrefix(header, "bytes=")
+	if !found {
+		return header, false
+	}
+	var keep []string
+	for _, r := range strings.Split(spec, ",") {
+		r = strings.TrimSpace(r)
+		first, last, found := strings.Cut(r, "-")
+		if !found {
+			return header, false
+		}
+		first, last = strings.TrimSpace(first), strings.TrimSpace(last)
+		if first == "" {
+			n, err := strconv.ParseInt(last, 10, 64)
+			if err != nil || n < 0 {
+				return header, false
+			}
+			if n > 0 && size > 0 {
+				keep = append(keep, r)
+			}
+			continue
+		}
+		start, err := strconv.ParseInt(first, 10, 64)
+		if err != nil || start < 0 {
+			return header, false
+		}
+		if last != "" {
+			if end, err := strconv.ParseInt(last, 10, 64); err != nil || end < start {
+				return header, false
+			}
+		}
+		if start < size {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) == 0 {
+		return "", true
+	}
+	return "bytes=" + strings.Join(keep, ","), true
 }
 
 // rangeProblems turns the 416 that http.ServeContent writes as text/plain

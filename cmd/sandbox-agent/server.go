@@ -85,6 +85,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	defer stopTokens()
 	// startTokens has removed the token from the environment; the filter
 	// stays as a second guard.
+	agents.Installer.Disk = f.fsLimits.limits()
 	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), tokenEnv), Supervisor: supervisorExe()}
 	instances := acp.NewInstances(opts, runner, agents)
 

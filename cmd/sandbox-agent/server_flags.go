@@ -31,6 +31,7 @@ type serverFlags struct {
 	agentsFile                        string
 	fsRoot, fsBackend                 string
 	maxUpload                         int64
+	fsLimits                          fsLimits
 	policy                            policyFlags
 	limits                            limitFlags
 	auth                              authFlags
@@ -67,6 +68,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
 	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
 	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")
+	f.fsLimits.register(fs)
 	f.policy.register(fs)
 	f.limits.register(fs)
 	f.auth.register(fs)
