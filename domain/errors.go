@@ -27,7 +27,7 @@ const (
 	KindStreamError        Kind = "stream_error"
 	KindTimeout            Kind = "timeout"
 	// KindNotFound is an unknown resource other than an ACP server (a
-	// process); the SDK's error types name it.
+	// process, a filesystem path); the SDK's error types name it.
 	KindNotFound Kind = "not_found"
 	// KindTooManyRequests is a cap on live things reached (processes).
 	KindTooManyRequests Kind = "too_many_requests"
@@ -36,6 +36,9 @@ const (
 	// KindOverloaded (503): a daemon-wide memory budget is spent
 	// (--inflight-bytes).
 	KindOverloaded Kind = "overloaded"
+	// KindInsufficientStorage is a write that would leave less than
+	// --min-free on its filesystem (507).
+	KindInsufficientStorage Kind = "insufficient_storage"
 )
 
 // Error is an error with a kind the client may see. Msg is the part after
@@ -94,4 +97,20 @@ func AsError(err error) (*Error, bool) {
 func IsKind(err error, k Kind) bool {
 	e, ok := AsError(err)
 	return ok && e.Kind == k
+}
+
+// TooLarge is the 413 of a limit of limit bytes; the limit reaches the
+// client as details.limitBytes, so it can tell what to send instead.
+func TooLarge(limit int64, format string, args ...any) *Error {
+	e := Errorf(KindPayloadTooLarge, format, args...)
+	e.Details = map[string]any{"limitBytes": limit}
+	return e
+}
+
+// InsufficientStorage is the 507 of a write that would leave less than
+// minFree bytes free; details.minFreeBytes says how much is kept.
+func InsufficientStorage(minFree int64, format string, args ...any) *Error {
+	e := Errorf(KindInsufficientStorage, format, args...)
+	e.Details = map[string]any{"minFreeBytes": minFree}
+	return e
 }

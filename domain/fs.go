@@ -2,6 +2,7 @@ package domain
 
 import (
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type FSEntry struct {
 	EntryType FSEntryType `json:"entryType"`
 	Size      int64       `json:"size"`
 	Modified  string      `json:"modified,omitempty"`
+	// Symlink marks a symbolic link; EntryType stays what the reference
+	// reports for it ("file"), so existing clients read listings unchanged.
+	Symlink bool `json:"symlink,omitempty"`
 }
 
 // FSStat is the metadata of one path (stat: links are followed).
@@ -51,9 +55,38 @@ type FSUpload struct {
 // MaxUploadPaths bounds FSUpload.Paths, as the reference does.
 const MaxUploadPaths = 1024
 
+// ErrNotRegular is the cause given when a file that must be a regular file
+// (a config file, a file to read) is a FIFO, device, socket or directory.
+var ErrNotRegular = errors.New("not a regular file")
+
 // ErrOutsideRoot is the cause a confined filesystem gives when a path, or a
 // symbolic link on the way to it, leads outside its root.
 var ErrOutsideRoot = errors.New("path escapes the filesystem root")
+
+// The lengths Linux accepts (NAME_MAX, PATH_MAX): a longer name is the
+// client's mistake, told as such before any system call.
+const (
+	MaxNameBytes = 255
+	MaxPathBytes = 4095
+)
+
+// ErrNameTooLong is the cause given for a path or one of its elements over
+// MaxPathBytes or MaxNameBytes.
+var ErrNameTooLong = errors.New("name too long")
+
+// CheckPathLength refuses a path longer than MaxPathBytes or holding an
+// element longer than MaxNameBytes.
+func CheckPathLength(p string) error {
+	if len(p) > MaxPathBytes {
+		return fmt.Errorf("%w: path is longer than %d bytes", ErrNameTooLong, MaxPathBytes)
+	}
+	for _, part := range strings.Split(p, "/") {
+		if len(part) > MaxNameBytes {
+			return fmt.Errorf("%w: a path element is longer than %d bytes", ErrNameTooLong, MaxNameBytes)
+		}
+	}
+	return nil
+}
 
 // ResolveFSPath turns a client's path into the absolute path the daemon
 // uses. Absolute paths are cleaned and used as given; relative paths are
@@ -65,7 +98,11 @@ func ResolveFSPath(base, p string) (string, error) {
 		return "", errors.New("path contains a NUL byte")
 	}
 	if strings.HasPrefix(p, "/") {
-		return path.Clean(p), nil
+		abs := path.Clean(p)
+		if err := CheckPathLength(abs); err != nil {
+			return "", err
+		}
+		return abs, nil
 	}
 	if p == "" {
 		return "", errors.New("path is empty")
@@ -75,7 +112,11 @@ func ResolveFSPath(base, p string) (string, error) {
 			return "", errors.New("invalid relative path: " + p)
 		}
 	}
-	return path.Join(base, p), nil
+	abs := path.Join(base, p)
+	if err := CheckPathLength(abs); err != nil {
+		return "", err
+	}
+	return abs, nil
 }
 
 // RootRelative returns p relative to root ("." for root itself), and false

@@ -27,7 +27,11 @@ func TarEntryPath(name string) (string, error) {
 			parts = append(parts, part)
 		}
 	}
-	return strings.Join(parts, "/"), nil
+	rel := strings.Join(parts, "/")
+	if err := CheckPathLength(rel); err != nil {
+		return "", err
+	}
+	return rel, nil
 }
 
 // TarSymlinkTarget validates the target of a symbolic link entry at rel (a

@@ -11,5 +11,9 @@
 // implementation (real adapter and test fake alike) must pass, and the
 // shared fakes.
 //
-// The filesystem port is afero.Fs itself and is not wrapped here.
+// The filesystem port is afero.Fs itself and is not wrapped here; fs.go
+// names the optional abilities a backend adds, used by app/files (Confiner:
+// a confined view for archive extraction; HardLinker: hard links in it;
+// RegularOpener: opens that cannot block on a FIFO) and the free space of a filesystem (DiskSpace), all
+// implemented by adapters/fsys.
 package ports

@@ -38,8 +38,11 @@ type AgentProcess interface {
 	Stop(ctx context.Context) error
 }
 
-// Authorizer decides whether a request may proceed. It is called after the
-// bearer check, concurrently from many requests.
+// Authorizer is the auth policies: it answers deny, grant (with a
+// principal) or pass for a request the daemon has described (action and
+// resource included). The auth chain (app/authz) calls it before the
+// built-in token check, concurrently from many requests. An error means
+// the request ended while waiting, not a refusal.
 type Authorizer interface {
 	Authorize(ctx context.Context, req domain.AuthRequest) (domain.Decision, error)
 }

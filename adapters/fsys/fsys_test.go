@@ -34,3 +34,29 @@ func TestContractRoot(t *testing.T) {
 		return r, r.Dir()
 	})
 }
+
+func TestAbilityContracts(t *testing.T) {
+	backends := map[string]porttest.NewFS{
+		"os": func(t *testing.T) (afero.Fs, string) { return NewOS(), t.TempDir() },
+		"memory": func(t *testing.T) (afero.Fs, string) {
+			m := NewMemory()
+			if err := m.MkdirAll("/work", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return m, "/work"
+		},
+		"root": func(t *testing.T) (afero.Fs, string) {
+			r, err := OpenRoot(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() })
+			return r, r.Dir()
+		},
+	}
+	for name, newFs := range backends {
+		t.Run(name+"/confiner", func(t *testing.T) { porttest.ConfinerContract(t, newFs) })
+		t.Run(name+"/regular opener", func(t *testing.T) { porttest.RegularOpenerContract(t, newFs) })
+	}
+	t.Run("statfs", func(t *testing.T) { porttest.DiskSpaceContract(t, Statfs{}, t.TempDir()) })
+}

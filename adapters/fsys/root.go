@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // Root is the host filesystem confined to one directory (--fs-root). It
@@ -29,8 +31,11 @@ type Root struct {
 }
 
 var (
-	_ afero.Fs        = (*Root)(nil)
-	_ afero.Symlinker = (*Root)(nil)
+	_ afero.Fs            = (*Root)(nil)
+	_ afero.Symlinker     = (*Root)(nil)
+	_ ports.Confiner      = (*Root)(nil)
+	_ ports.RegularOpener = (*Root)(nil)
+	_ ports.HardLinker    = (*Root)(nil)
 )
 
 // OpenRoot confines a filesystem to dir, which must exist. Close releases
@@ -88,6 +93,9 @@ func (r *Root) fix(name string, err error) error {
 		if isEscape(pe.Err) {
 			out.Err = domain.ErrOutsideRoot
 		}
+		if errors.Is(pe.Err, syscall.ENAMETOOLONG) {
+			out.Err = domain.ErrNameTooLong
+		}
 		return out
 	}
 	var le *os.LinkError
@@ -128,6 +136,48 @@ func (r *Root) wrap(name string, f *os.File, err error) (afero.File, error) {
 		return nil, r.fix(name, err)
 	}
 	return &file{File: f, name: name}, nil
+}
+
+// Confine implements ports.Confiner: the view is an os.Root opened inside
+// this one, so it is confined to dir and, through it, to this root.
+func (r *Root) Confine(dir string) (afero.Fs, func() error, error) {
+	rel, err := r.rel("open", dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	sub, err := r.root.OpenRoot(rel)
+	if err != nil {
+		return nil, nil, r.fix(dir, err)
+	}
+	v := &Root{dir: filepath.Join(r.dir, rel), root: sub}
+	return v, v.Close, nil
+}
+
+// LinkIfPossible implements ports.HardLinker: both names inside the root.
+func (r *Root) LinkIfPossible(oldname, newname string) error {
+	oldRel, err := r.rel("link", oldname)
+	if err != nil {
+		return err
+	}
+	newRel, err := r.rel("link", newname)
+	if err != nil {
+		return err
+	}
+	return r.fixLink(oldname, newname, newname, r.root.Link(oldRel, newRel))
+}
+
+// OpenRegular implements ports.RegularOpener.
+func (r *Root) OpenRegular(name string) (afero.File, error) {
+	rel, err := r.rel("open", name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	af, err := r.wrap(name, f, err)
+	if err != nil {
+		return nil, err
+	}
+	return regularOnly(name, af)
 }
 
 // Name implements afero.Fs.

@@ -55,26 +55,27 @@ type stderrOutput struct {
 var jsonObject = &huma.Schema{Type: "object", Description: "One JSON-RPC 2.0 message, passed through byte for byte."}
 
 func registerACP(api huma.API, cfg *Config) {
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_acp_servers", Method: http.MethodGet, Path: "/v1/acp",
 		Summary: "List ACP server instances", Tags: []string{"acp"}, Security: bearer,
-	}, func(ctx context.Context, _ *struct{}) (*acpListOutput, error) {
+	}, act(domain.ActionACPRead), func(ctx context.Context, _ *struct{}) (*acpListOutput, error) {
 		out := &acpListOutput{}
 		out.Body.Servers = cfg.Instances.List()
 		return out, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_acp", Method: http.MethodPost, Path: "/v1/acp/{server_id}",
 		Summary:     "Send one JSON-RPC message to an ACP agent",
 		Description: "Requests are answered with the agent's response (200), except asynchronous methods (202, response on the stream). Notifications and responses answer 202.",
 		Tags:        []string{"acp"}, Security: bearer,
 		RequestBody: rawBody("application/json"),
+		Metadata:    map[string]any{metaDeferred: true},
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, withHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
+	}, describeACPPost, withHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
 		body, charged, err := acpPostBody(in.req, cfg.MaxACPBody, cfg.inflight)
 		// The body counts against the budget until the POST is answered:
 		// it is held while it waits for the agent's stdin, and its id
@@ -92,14 +93,19 @@ func registerACP(api huma.API, cfg *Config) {
 		case err != nil:
 			return nil, invalid("invalid JSON body: %v", err)
 		}
-		if err := authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
-			return nil, err
+		if cfg.chain.HasPolicies() {
+			if ctx, err = authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
+				return nil, authError(ctx, err)
+			}
 		}
 		resp, err := cfg.Instances.Post(ctx, acp.PostRequest{
 			ServerID: in.ServerID,
 			Agent:    in.Agent,
 			HasAgent: in.req.URL.Query().Has("agent"),
 			Frame:    frame,
+			// Authorised to send to an existing instance: if it went away
+			// meanwhile, do not start a new one in its name.
+			NoStart: authOf(ctx).action == domain.ActionACPSend,
 		})
 		if err != nil {
 			return nil, err
@@ -109,7 +115,7 @@ func registerACP(api huma.API, cfg *Config) {
 
 	documentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", jsonObject)
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_acp", Method: http.MethodGet, Path: "/v1/acp/{server_id}",
 		Summary:     "Stream an ACP agent's messages (Server-Sent Events)",
 		Description: "Frames are `event: message`, `id: <seq>`, `data: <json>`. Replays buffered events after Last-Event-ID, then follows live; `: heartbeat` after 15 s idle; an `_adapter/replay_gap` frame without id marks evicted events.",
@@ -117,7 +123,7 @@ func registerACP(api huma.API, cfg *Config) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 		},
-	}, func(ctx context.Context, in *acpStreamInput) (*huma.StreamResponse, error) {
+	}, onServer(domain.ActionACPRead), func(ctx context.Context, in *acpStreamInput) (*huma.StreamResponse, error) {
 		if !accepts(in.req.Header.Get("Accept"), "text/event-stream") {
 			msg := "this endpoint only produces text/event-stream"
 			return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
@@ -141,20 +147,20 @@ func registerACP(api huma.API, cfg *Config) {
 		}}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "delete_v1_acp", Method: http.MethodDelete, Path: "/v1/acp/{server_id}",
 		Summary: "Stop an ACP server instance (idempotent)",
 		Tags:    []string{"acp"}, Security: bearer,
 		DefaultStatus: http.StatusNoContent,
-	}, func(ctx context.Context, in *acpDeleteInput) (*struct{}, error) {
+	}, onServer(domain.ActionACPStop), func(ctx context.Context, in *acpDeleteInput) (*struct{}, error) {
 		cfg.Instances.Delete(context.WithoutCancel(ctx), in.ServerID)
 		return nil, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_acp_stderr", Method: http.MethodGet, Path: "/v1/acp/{server_id}/stderr",
 		Summary: "The agent's buffered stderr tail", Tags: []string{"acp"}, Security: bearer,
-	}, func(ctx context.Context, in *acpDeleteInput) (*stderrOutput, error) {
+	}, onServer(domain.ActionACPRead), func(ctx context.Context, in *acpDeleteInput) (*stderrOutput, error) {
 		tail, err := cfg.Instances.Stderr(in.ServerID)
 		if err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -48,6 +49,7 @@ type acpStdGetInput struct {
 	SessionID    string `header:"Acp-Session-Id" doc:"Open this session's stream instead of the connection's (as the TypeScript SDK does)."`
 	LastEventID  string `header:"Last-Event-ID" doc:"Extension: resume after this event id."`
 	Upgrade      string `header:"Upgrade" doc:"websocket: upgrade to a WebSocket carrying every message both ways."`
+	AccessToken  string `query:"access_token" doc:"The bearer token on a WebSocket upgrade, for clients that cannot send headers (browsers' WebSocket)."`
 }
 
 type acpStdDeleteInput struct {
@@ -60,7 +62,7 @@ func registerACPStd(api huma.API, cfg *Config) {
 		Description: "The connection id; also the server id under /v1/acp.",
 		Schema:      &huma.Schema{Type: "string"},
 	}}
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: opPostACPStd, Method: http.MethodPost, Path: acpStdPath,
 		Summary: "Send one JSON-RPC message (ACP Streamable HTTP)",
 		Description: "ACP's standard transport. `initialize` without `Acp-Connection-Id` starts an instance of the agent " +
@@ -69,17 +71,18 @@ func registerACPStd(api huma.API, cfg *Config) {
 			"responses arrive on the GET stream. Batches are 501.",
 		Tags: []string{"acp"}, Security: bearer,
 		RequestBody: rawBody("application/json"),
+		Metadata:    map[string]any{metaDeferred: true},
 		Responses: map[string]*huma.Response{
 			"200": {Description: "initialize: the agent's response, byte for byte.", Headers: connHeader,
 				Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, withHeaders(func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	}, describeACPStdPost, withHeaders(func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
 		return postACPStd(ctx, cfg, in)
 	}))
 	documentBody(api, acpStdPath, http.MethodPost, "application/json", jsonObject)
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_acp", Method: http.MethodGet, Path: acpStdPath,
 		Summary: "Open a connection's stream (SSE), or a WebSocket connection",
 		Description: "With `Upgrade: websocket`: creates a connection (101 with `Acp-Connection-Id`); JSON-RPC in text frames " +
@@ -87,25 +90,26 @@ func registerACPStd(api huma.API, cfg *Config) {
 			"stream of the connection given by `Acp-Connection-Id` (`Accept` must include `text/event-stream`): the " +
 			"connection's stream, or with `Acp-Session-Id` that session's stream. Each agent message goes out once, on its " +
 			"session's stream when one is open, else on the connection's. One reader per stream (409). Events carry ids; " +
-			"`Last-Event-ID` resumes (an extension of the RFD).",
+			"`Last-Event-ID` resumes (an extension of the RFD). A browser, which cannot set headers on a WebSocket, may give " +
+			"the token of the upgrade as `?access_token=`.",
 		Tags: []string{"acp"}, Security: bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 			"101": {Description: "Switched to a WebSocket connection.", Headers: connHeader},
 		},
-	}, withHeaders(func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
+	}, describeACPStdGet, withHeaders(func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
 		if isWebSocketUpgrade(in.req) {
 			return acceptACPWebSocket(ctx, cfg, in)
 		}
 		return streamACPStd(cfg, in)
 	}))
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "delete_acp", Method: http.MethodDelete, Path: acpStdPath,
 		Summary: "End a connection (stops its agent instance)",
 		Tags:    []string{"acp"}, Security: bearer,
 		DefaultStatus: http.StatusAccepted,
-	}, func(ctx context.Context, in *acpStdDeleteInput) (*struct{}, error) {
+	}, onConn(domain.ActionACPStop), func(ctx context.Context, in *acpStdDeleteInput) (*struct{}, error) {
 		c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
 		if err != nil {
 			return nil, err
@@ -131,8 +135,8 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 		if !isInit {
 			return nil, invalid("missing Acp-Connection-Id header (only initialize creates a connection)")
 		}
-		if err := authorizeACPStd(ctx, cfg, in.req, "", in.Agent, frame); err != nil {
-			return nil, err
+		if ctx, err = authorizeACPStd(ctx, cfg, in.req, "", in.Agent, frame); err != nil {
+			return nil, authError(ctx, err)
 		}
 		c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportHTTP)
 		if err != nil {
@@ -154,15 +158,17 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 	if isInit {
 		return nil, invalid("initialize is not allowed on an existing connection; omit Acp-Connection-Id to create one")
 	}
-	c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
-	if err != nil {
-		return nil, err
-	}
 	session, err := frameSession(in.SessionID, frame)
 	if err != nil {
 		return nil, err
 	}
-	if err := authorizeACPStd(ctx, cfg, in.req, c.ID(), in.Agent, frame); err != nil {
+	// Authorised before the connection is looked up, so a refused caller
+	// does not learn which connection ids exist.
+	if ctx, err = authorizeACPStd(ctx, cfg, in.req, in.ConnectionID, in.Agent, frame); err != nil {
+		return nil, authError(ctx, err)
+	}
+	c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
+	if err != nil {
 		return nil, err
 	}
 	if _, err := c.Post(ctx, frame, session, false); err != nil {
@@ -280,15 +286,70 @@ func acceptsExactly(header, mediaType string) bool {
 	return false
 }
 
-// authorizeACPStd is the policy step of a standard-transport message (a
-// POST, or a WebSocket text frame), with the JSON-RPC kind, id and method
-// peeked as for /v1/acp.
-func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) error {
-	if cfg.Authorizer == nil {
-		return nil
+// The auth chain on /acp/{agent}, as on /v1/acp: the resource is the
+// connection id (as the server id) and the agent of the path. Creating a
+// connection (the initialize POST without Acp-Connection-Id, a WebSocket
+// upgrade) is acp.start, implying agent.install when the agent cannot run
+// yet; any other POST, and each WebSocket text frame, is acp.send; the SSE
+// GETs are acp.read; DELETE is acp.stop. A connection's agent must be the
+// one of the path (else 404), so the path's agent is the one acted on.
+
+// describeACPStd fills in a request on connection connID of agent: a
+// start when there is no connection yet, else action a on it.
+func describeACPStd(c *authz.Chain, r *domain.AuthRequest, a domain.Action, connID, agent string) {
+	if connID == "" && a == domain.ActionACPStart {
+		c.ACPPost(r, "", agent) // acp.start, implying agent.install if needed
+		return
 	}
-	req := authRequest(r, http.MethodPost, acpStdPath, opPostACPStd)
-	req.ServerID, req.Agent = connID, agent
+	c.Agent(r, a, agent)
+	r.ServerID = connID
+}
+
+// describeACPStdPost: a POST without Acp-Connection-Id can only create a
+// connection (acp.start), any other is acp.send. With policies this is
+// decided in the handler instead, with the JSON-RPC message peeked.
+func describeACPStdPost(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+	connID, a := hctx.Header(headerConnID), domain.ActionACPSend
+	if connID == "" {
+		a = domain.ActionACPStart
+	}
+	describeACPStd(c, r, a, connID, hctx.Param("agent"))
+}
+
+// describeACPStdGet: a WebSocket upgrade creates a connection (acp.start);
+// otherwise the GET opens a stream of one (acp.read).
+func describeACPStdGet(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+	if req, _ := unwrap(hctx); isWebSocketUpgrade(req) {
+		describeACPStd(c, r, domain.ActionACPStart, "", hctx.Param("agent"))
+		return
+	}
+	onConn(domain.ActionACPRead)(hctx, c, r)
+}
+
+// onConn: action a on the connection of Acp-Connection-Id.
+func onConn(a domain.Action) describeFunc {
+	return func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+		describeACPStd(c, r, a, hctx.Header(headerConnID), hctx.Param("agent"))
+	}
+}
+
+// authorizeACPStd runs the chain on one standard-transport message when
+// policies see it: a POST (deferred to the handler, as the /v1/acp POST
+// is, so the JSON-RPC kind, id and method can be peeked), or a WebSocket
+// text frame. Both are described as POST /acp/{agent} (post_acp), so one
+// policy rule covers both transports: acp.start for the initialize POST
+// that creates a connection (connID ""), acp.send for everything else.
+// Without policies it does nothing: the middleware has checked the token.
+func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
+	if !cfg.chain.HasPolicies() {
+		return ctx, nil
+	}
+	req := cfg.authRequest(r, http.MethodPost, acpStdPath, opPostACPStd)
+	a := domain.ActionACPSend
+	if connID == "" {
+		a = domain.ActionACPStart
+	}
+	describeACPStd(cfg.chain, &req, a, connID, agent)
 	req.RPC = &domain.RPCInfo{Kind: f.Kind.String(), ID: string(f.ID), Method: f.Method}
 	return authorize(ctx, cfg, req)
 }

@@ -197,7 +197,7 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 		}
 		initialized = true
 		session, _ := domain.SessionID(f.Data)
-		err = authorizeACPStd(ctx, cfg, r, c.ID(), c.Agent(), f)
+		_, err = authorizeACPStd(ctx, cfg, r, c.ID(), c.Agent(), f)
 		if err == nil {
 			// A frame counts against --inflight-bytes while it waits for
 			// the agent's stdin, as a POST body does.

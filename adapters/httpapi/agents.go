@@ -42,20 +42,20 @@ type agentInstallOutput struct {
 
 func registerAgents(api huma.API, cfg *Config) {
 	catalog := cfg.Catalog
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_agents", Method: http.MethodGet, Path: "/v1/agents",
 		Summary: "List agents", Tags: []string{"agents"}, Security: bearer,
 		Description: "Known agents in a fixed order, then operator-defined and other installed agents.",
-	}, func(ctx context.Context, in *agentListInput) (*agentListOutput, error) {
+	}, act(domain.ActionAgentRead), func(ctx context.Context, in *agentListInput) (*agentListOutput, error) {
 		out := &agentListOutput{}
 		out.Body.Agents = catalog.List(ctx, agents.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
 		return out, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_agent", Method: http.MethodGet, Path: "/v1/agents/{agent}",
 		Summary: "Describe one agent", Tags: []string{"agents"}, Security: bearer,
-	}, func(ctx context.Context, in *agentGetInput) (*agentGetOutput, error) {
+	}, onAgent(domain.ActionAgentRead), func(ctx context.Context, in *agentGetInput) (*agentGetOutput, error) {
 		info, err := catalog.Get(ctx, in.Agent, agents.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
 		if err != nil {
 			return nil, err
@@ -63,11 +63,11 @@ func registerAgents(api huma.API, cfg *Config) {
 		return &agentGetOutput{Body: info}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_agent_install", Method: http.MethodPost, Path: "/v1/agents/{agent}/install",
 		Summary: "Install an agent", Tags: []string{"agents"}, Security: bearer,
 		Description: "Installs the agent's ACP adapter (from the ACP registry, else a pinned fallback) and, where needed, its native binary. Idempotent unless reinstall is set.",
-	}, func(ctx context.Context, in *agentInstallInput) (*agentInstallOutput, error) {
+	}, onAgent(domain.ActionAgentInstall), func(ctx context.Context, in *agentInstallInput) (*agentInstallOutput, error) {
 		var opts domain.InstallOptions
 		if in.Body != nil {
 			opts = *in.Body

@@ -2,65 +2,178 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// The ACP POST is authorised in its handler, once its body is peeked.
-const opPostACP = "post_v1_acp"
+// The auth chain on the HTTP side. Every /v1 operation is registered with
+// route, which requires a describe function: what the operation does (an
+// action of domain.Actions) and on what. A middleware describes each
+// request with it and runs the chain (app/authz: policies, then the
+// built-in token check) before huma reads any input; an operation without
+// a describe function is refused (and TestEveryOperationReachesTheChain
+// fails). The one exception is the ACP POST when policies run: they see the
+// JSON-RPC kind, id and method, so it is authorised in its handler once
+// the body is peeked.
 
-// useAuthorizer adds the policy step to every /v1 operation registered
-// after it, when cfg.Authorizer is set (without one it adds nothing). It
-// runs after the bearer check, inside huma, where the route and operation
-// id are known. An SSE stream is authorised once, when it opens.
-func useAuthorizer(api huma.API, cfg *Config) {
-	if cfg.Authorizer == nil {
-		return
+// describeFunc fills in the action and resource of a request.
+type describeFunc func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest)
+
+// Operation metadata keys.
+const (
+	metaDescribe = "sandbox-agent.describe"
+	// metaDeferred marks the ACP POST: with policies, authorised in the
+	// handler after the body is peeked.
+	metaDeferred = "sandbox-agent.deferred"
+)
+
+// route registers an operation with what it does. Every /v1 operation is
+// registered through it, so none can be added without an action.
+func route[I, O any](api huma.API, op huma.Operation, describe describeFunc, h func(context.Context, *I) (*O, error)) {
+	if describe == nil {
+		panic("httpapi: operation " + op.OperationID + " registered without an action")
 	}
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata[metaDescribe] = describe
+	huma.Register(api, op, h)
+}
+
+// act: an action without a resource.
+func act(a domain.Action) describeFunc {
+	return func(_ huma.Context, c *authz.Chain, r *domain.AuthRequest) { c.Plain(r, a) }
+}
+
+// onServer: an action on the instance of {server_id}.
+func onServer(a domain.Action) describeFunc {
+	return func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+		c.Server(r, a, hctx.Param("server_id"))
+	}
+}
+
+// onAgent: an action on the agent of {agent}.
+func onAgent(a domain.Action) describeFunc {
+	return func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+		c.Agent(r, a, hctx.Param("agent"))
+	}
+}
+
+// onPath: an action on the filesystem path of ?path=.
+func onPath(a domain.Action) describeFunc {
+	return func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+		c.FS(r, a, hctx.Query("path"), "")
+	}
+}
+
+// onDirectory: an action on the config of ?directory=.
+func onDirectory(a domain.Action) describeFunc {
+	return func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+		c.Config(r, a, hctx.Query("directory"))
+	}
+}
+
+// describeACPPost: acp.send to an existing instance, else acp.start (with
+// agent.install when the agent is not installed).
+func describeACPPost(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+	c.ACPPost(r, hctx.Param("server_id"), hctx.Query("agent"))
+}
+
+// authState is what the chain decided, for the operation and the logs.
+type authState struct {
+	action    domain.Action
+	principal string
+}
+
+type authKey struct{}
+
+func authOf(ctx context.Context) authState {
+	s, _ := ctx.Value(authKey{}).(authState)
+	return s
+}
+
+// useAuth installs the chain's middleware on every operation registered
+// after it.
+func useAuth(api huma.API, cfg *Config) {
 	api.UseMiddleware(func(hctx huma.Context, next func(huma.Context)) {
 		op := hctx.Operation()
-		if op == nil || op.OperationID == opPostACP || op.OperationID == opPostACPStd || !guarded(op.Path) {
+		if op == nil || !guarded(op.Path) {
 			next(hctx)
 			return
 		}
 		r, w := unwrap(hctx)
-		req := authRequest(r, op.Method, op.Path, op.OperationID)
-		req.ServerID = hctx.Param("server_id")
-		req.Agent = hctx.Param("agent")
-		if op.Path == acpStdPath {
-			req.ServerID = hctx.Header(headerConnID)
+		if op.Metadata[metaDeferred] != true || !cfg.chain.HasPolicies() {
+			req := cfg.authRequest(r, op.Method, op.Path, op.OperationID)
+			if describe, ok := op.Metadata[metaDescribe].(describeFunc); ok {
+				describe(hctx, cfg.chain, &req)
+			}
+			ctx, err := authorize(hctx.Context(), cfg, req)
+			if err != nil {
+				writeAuthProblem(w, ctx, err)
+				return
+			}
+			hctx = huma.WithContext(hctx, ctx)
 		}
-		if req.Agent == "" {
-			req.Agent = r.URL.Query().Get("agent")
-		}
-		if err := authorize(r.Context(), cfg, req); err != nil {
-			writeProblem(w, problemFor(r.Context(), err))
+		if err := checkJSONBody(r, op); err != nil {
+			writeProblem(w, problemFor(hctx.Context(), err))
 			return
 		}
 		next(hctx)
 	})
 }
 
-// authorizeACPPost is the policy step of POST /v1/acp/{server_id}, with
-// the JSON-RPC kind, id and method peeked from the body. The body itself
-// is never shown to the policy.
-func authorizeACPPost(ctx context.Context, cfg *Config, r *http.Request, serverID, agent string, f domain.Frame) error {
-	if cfg.Authorizer == nil {
+// checkJSONBody refuses a body that is not declared application/json on
+// an operation that takes JSON (415): a browser can send text/plain or a
+// Blob without a preflight, but not application/json. An optional body
+// that is absent needs no type.
+func checkJSONBody(r *http.Request, op *huma.Operation) error {
+	if op.RequestBody == nil || op.RequestBody.Content["application/json"] == nil {
 		return nil
 	}
-	req := authRequest(r, http.MethodPost, "/v1/acp/{server_id}", opPostACP)
-	req.ServerID, req.Agent = serverID, agent
+	present := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	if !op.RequestBody.Required && !present {
+		return nil
+	}
+	if isMediaType(r.Header.Get("Content-Type"), "application/json") {
+		return nil
+	}
+	msg := "expected Content-Type: application/json"
+	return &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
+}
+
+// authorizeACPPost is the chain for POST /v1/acp/{server_id} when
+// policies run, with the JSON-RPC kind, id and method peeked from the
+// body. The body itself is never shown to a policy.
+func authorizeACPPost(ctx context.Context, cfg *Config, r *http.Request, serverID, agent string, f domain.Frame) (context.Context, error) {
+	req := cfg.authRequest(r, http.MethodPost, "/v1/acp/{server_id}", opPostACP)
+	cfg.chain.ACPPost(&req, serverID, agent)
 	req.RPC = &domain.RPCInfo{Kind: f.Kind.String(), ID: string(f.ID), Method: f.Method}
 	return authorize(ctx, cfg, req)
 }
 
-// authRequest describes r to a policy; header names are lower-cased.
-func authRequest(r *http.Request, method, route, opID string) domain.AuthRequest {
+const opPostACP = "post_v1_acp"
+
+// authRequest describes r to the chain; header names are lower-cased.
+// Without policies only the token check reads the request, so only the
+// Authorization header is carried (no copy of every header per request).
+// The terminal socket's token may come as ?access_token=
+// (presentedAuthorization): the chain sees it where it looks for a bearer
+// token.
+func (c *Config) authRequest(r *http.Request, method, route, opID string) domain.AuthRequest {
+	req := domain.AuthRequest{Method: method, Route: route, OperationID: opID, Path: r.URL.Path, RemoteAddr: r.RemoteAddr}
+	if !c.chain.HasPolicies() {
+		if a := presentedAuthorization(r); a != "" {
+			req.Headers = map[string][]string{"authorization": {a}}
+		}
+		return req
+	}
 	headers := make(map[string][]string, len(r.Header)+1)
 	for k, v := range r.Header {
 		headers[strings.ToLower(k)] = v
@@ -68,52 +181,98 @@ func authRequest(r *http.Request, method, route, opID string) domain.AuthRequest
 	if r.Host != "" {
 		headers["host"] = []string{r.Host}
 	}
-	// The terminal socket's token may come as ?access_token=; policies see
-	// it where they look for a bearer token.
 	if _, ok := headers["authorization"]; !ok {
 		if a := presentedAuthorization(r); a != "" {
 			headers["authorization"] = []string{a}
 		}
 	}
-	var query map[string][]string
+	req.Headers = headers
 	if r.URL.RawQuery != "" {
-		query = r.URL.Query()
+		req.Query = r.URL.Query()
 	}
-	return domain.AuthRequest{
-		Method: method, Route: route, OperationID: opID, Path: r.URL.Path,
-		Query: query, Headers: headers, RemoteAddr: r.RemoteAddr,
-	}
+	return req
 }
 
-// authorize asks the policies and turns a deny into a permission_denied
-// error with the policy's status and message.
-func authorize(ctx context.Context, cfg *Config, req domain.AuthRequest) error {
-	if req.Agent == "" && req.ServerID != "" {
-		req.Agent = boundAgent(cfg, req.ServerID)
+// authorize runs the chain, counts and logs the outcome, and returns the
+// request's context carrying what was decided (and a logger naming the
+// principal). Requests with a principal, and refusals, are logged at info:
+// an audit trail of who did what; anonymous requests on a daemon without
+// a token at debug.
+func authorize(ctx context.Context, cfg *Config, req domain.AuthRequest) (context.Context, error) {
+	out, err := cfg.chain.Authorize(ctx, req)
+	cfg.metrics.countAuth(req.Action, out.Decision, out.By)
+	l := logger(ctx)
+	if out.Principal != "" {
+		l = l.With("principal", out.Principal)
+		ctx = context.WithValue(ctx, loggerKey{}, l)
 	}
-	d, err := cfg.Authorizer.Authorize(ctx, req)
+	level := slog.LevelInfo
+	if out.Decision == "open" {
+		level = slog.LevelDebug
+	}
+	if l.Enabled(ctx, level) {
+		attrs := []any{"action", req.Action, "decision", out.Decision, "method", req.Method, "path", req.Path}
+		if len(req.Implies) > 0 {
+			attrs = append(attrs, "implies", req.Implies)
+		}
+		if out.By != "" {
+			attrs = append(attrs, "by", out.By)
+		}
+		if err != nil {
+			var e *domain.Error
+			if errors.As(err, &e) {
+				attrs = append(attrs, "status", problemFor(ctx, e).Status)
+			} else {
+				attrs = append(attrs, "err", err)
+			}
+		}
+		l.Log(ctx, level, "auth", attrs...)
+	}
 	if err != nil {
-		return fmt.Errorf("authorize: %w", err)
+		return ctx, err
 	}
-	if d.Allow {
-		return nil
-	}
-	status, msg := d.Status, d.Message
-	if status < 400 || status > 599 {
-		status = http.StatusForbidden
-	}
-	if msg == "" {
-		msg = "denied by policy"
-	}
-	return &domain.Error{Kind: domain.KindPermissionDenied, Status: status, Details: map[string]any{"message": msg}}
+	return context.WithValue(ctx, authKey{}, authState{action: req.Action, principal: out.Principal}), nil
 }
 
-// boundAgent is the agent an existing server id runs, so a policy sees it
-// on requests that do not name it (every POST after the first, streams,
-// deletes).
-func boundAgent(cfg *Config, serverID string) string {
-	if cfg.Instances == nil {
-		return ""
+// writeAuthProblem answers a refusal; a 401 says how to authenticate.
+func writeAuthProblem(w http.ResponseWriter, ctx context.Context, err error) {
+	p := problemFor(ctx, err)
+	if p.Status == http.StatusUnauthorized {
+		p = p.withHeader("WWW-Authenticate", "Bearer")
 	}
-	return cfg.Instances.AgentOf(serverID)
+	writeProblem(w, p)
+}
+
+// authError is a refusal returned from inside a huma handler, with the
+// WWW-Authenticate header of a 401.
+func authError(ctx context.Context, err error) error {
+	p := problemFor(ctx, err)
+	if p.Status == http.StatusUnauthorized {
+		p = p.withHeader("WWW-Authenticate", "Bearer")
+	}
+	return p
+}
+
+// rawDescribe is describeFunc for routes served outside huma.
+type rawDescribe func(r *http.Request, c *authz.Chain, req *domain.AuthRequest)
+
+// withAuth runs the chain before a handler registered on the mux directly
+// (a WebSocket or raw-byte route huma cannot express): route and opID name
+// it to the policies, describe gives its action. Such routes must also be
+// documented in the OpenAPI document under opID, so the walk in
+// TestEveryOperationReachesTheChain covers them.
+func withAuth(cfg *Config, route, opID string, describe rawDescribe, next http.Handler) http.Handler {
+	if describe == nil {
+		panic("httpapi: route " + route + " registered without an action")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := cfg.authRequest(r, r.Method, route, opID)
+		describe(r, cfg.chain, &req)
+		ctx, err := authorize(r.Context(), cfg, req)
+		if err != nil {
+			writeAuthProblem(w, ctx, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }

@@ -62,11 +62,11 @@ const maxConfigBody = 1 << 20
 func registerConfig(api huma.API, cfg *Config) {
 	store := cfg.Config
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_config_mcp", Method: http.MethodGet, Path: "/v1/config/mcp",
 		Summary: "Read one MCP server entry of a directory", Tags: configTags, Security: bearer,
 		Errors: []int{http.StatusNotFound},
-	}, func(ctx context.Context, in *mcpConfigInput) (*mcpConfigOutput, error) {
+	}, onDirectory(domain.ActionConfigRead), func(ctx context.Context, in *mcpConfigInput) (*mcpConfigOutput, error) {
 		c, err := store.MCP(ctx, in.Directory, in.name())
 		if err != nil {
 			return nil, err
@@ -74,14 +74,14 @@ func registerConfig(api huma.API, cfg *Config) {
 		return &mcpConfigOutput{Body: mcpConfigBody{c}}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "put_v1_config_mcp", Method: http.MethodPut, Path: "/v1/config/mcp",
 		Summary:     "Store one MCP server entry of a directory",
 		Description: "Upserts the entry in <directory>/.sandbox-agent/config/mcp.json. `stdio` and `http` are accepted for `local` and `remote`; unknown fields are dropped.",
 		Tags:        configTags, Security: bearer,
 		DefaultStatus: http.StatusNoContent,
 		RequestBody:   rawBody("application/json"),
-	}, func(ctx context.Context, in *mcpConfigInput) (*struct{}, error) {
+	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *mcpConfigInput) (*struct{}, error) {
 		if err := store.CheckMCP(in.Directory, in.name()); err != nil {
 			return nil, err
 		}
@@ -97,19 +97,19 @@ func registerConfig(api huma.API, cfg *Config) {
 	})
 	documentBody(api, "/v1/config/mcp", http.MethodPut, "application/json", mcpServerConfigSchema)
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "delete_v1_config_mcp", Method: http.MethodDelete, Path: "/v1/config/mcp",
 		Summary: "Delete one MCP server entry of a directory (idempotent)", Tags: configTags, Security: bearer,
 		DefaultStatus: http.StatusNoContent,
-	}, func(ctx context.Context, in *mcpConfigInput) (*struct{}, error) {
+	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *mcpConfigInput) (*struct{}, error) {
 		return nil, store.DeleteMCP(ctx, in.Directory, in.name())
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_config_skills", Method: http.MethodGet, Path: "/v1/config/skills",
 		Summary: "Read one skills entry of a directory", Tags: configTags, Security: bearer,
 		Errors: []int{http.StatusNotFound},
-	}, func(ctx context.Context, in *skillsConfigInput) (*skillsConfigOutput, error) {
+	}, onDirectory(domain.ActionConfigRead), func(ctx context.Context, in *skillsConfigInput) (*skillsConfigOutput, error) {
 		c, err := store.Skills(ctx, in.Directory, in.name())
 		if err != nil {
 			return nil, err
@@ -117,14 +117,14 @@ func registerConfig(api huma.API, cfg *Config) {
 		return &skillsConfigOutput{Body: skillsConfigBody{c}}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "put_v1_config_skills", Method: http.MethodPut, Path: "/v1/config/skills",
 		Summary:     "Store one skills entry of a directory",
 		Description: "Upserts the entry in <directory>/.sandbox-agent/config/skills.json.",
 		Tags:        configTags, Security: bearer,
 		DefaultStatus: http.StatusNoContent,
 		RequestBody:   rawBody("application/json"),
-	}, func(ctx context.Context, in *skillsConfigInput) (*struct{}, error) {
+	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *skillsConfigInput) (*struct{}, error) {
 		if err := store.CheckSkills(in.Directory, in.name()); err != nil {
 			return nil, err
 		}
@@ -140,11 +140,11 @@ func registerConfig(api huma.API, cfg *Config) {
 	})
 	documentBody(api, "/v1/config/skills", http.MethodPut, "application/json", skillsConfigSchema)
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "delete_v1_config_skills", Method: http.MethodDelete, Path: "/v1/config/skills",
 		Summary: "Delete one skills entry of a directory (idempotent)", Tags: configTags, Security: bearer,
 		DefaultStatus: http.StatusNoContent,
-	}, func(ctx context.Context, in *skillsConfigInput) (*struct{}, error) {
+	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *skillsConfigInput) (*struct{}, error) {
 		return nil, store.DeleteSkills(ctx, in.Directory, in.name())
 	})
 

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -69,12 +72,12 @@ var fsTags = []string{"fs"}
 func registerFS(api huma.API, cfg *Config) {
 	files := cfg.Files
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_fs_entries", Method: http.MethodGet, Path: "/v1/fs/entries",
 		Summary:     "List a directory",
-		Description: "Entries are not followed through symbolic links (lstat). `path` defaults to the home directory.",
+		Description: "Entries are not followed through symbolic links (lstat): a link keeps the reference's `entryType` (`file`) and adds `symlink: true`. `path` defaults to the home directory.",
 		Tags:        fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
+	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
 		p := in.Path
 		if p == "" {
 			p = "."
@@ -86,16 +89,16 @@ func registerFS(api huma.API, cfg *Config) {
 		return &fsEntriesOutput{Body: entries}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
 		Summary:     "Read a file",
-		Description: "Streams the file as application/octet-stream. Supports `Range` (206) and conditional requests.",
+		Description: "Streams the file as application/octet-stream. Supports `Range` (206; 416 when no range overlaps the file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
 		Tags:        fsTags, Security: bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
 			"206": {Description: "The requested range.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
 		},
-	}, func(ctx context.Context, in *fsRawInput) (*huma.StreamResponse, error) {
+	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsRawInput) (*huma.StreamResponse, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -106,18 +109,30 @@ func registerFS(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer file.Close()
 			r, w := unwrap(hctx)
+			if rng := r.Header.Get("Range"); rng != "" && r.Header.Get("If-Range") == "" {
+				// net/http answers "bytes=-0" with a 206 of nothing
+				// ("bytes 10-9/10"); RFC 9110 says 416 when no range
+				// overlaps, and lets the others be served alone.
+				kept, ok := satisfiable(rng, fi.Size())
+				if ok && kept == "" {
+					w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
+					(&rangeProblems{ResponseWriter: w, ctx: r.Context()}).WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+					return
+				}
+				r.Header.Set("Range", kept)
+			}
 			w.Header().Set("Content-Type", "application/octet-stream")
 			http.ServeContent(&rangeProblems{ResponseWriter: w, ctx: r.Context()}, r, "", fi.ModTime(), file)
 		}}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "put_v1_fs_file", Method: http.MethodPut, Path: "/v1/fs/file",
 		Summary:     "Write a file",
-		Description: "Streams the body to a temporary file next to the target and renames it into place; parents are created. Answers 413 past --max-upload.",
+		Description: "Streams the body to a temporary file next to the target and renames it into place; parents are created. Answers 413 past --max-upload, 507 when the write would leave less than --min-free on the filesystem (nothing is left behind).",
 		Tags:        fsTags, Security: bearer,
 		RequestBody: rawBody("application/octet-stream"),
-	}, func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -125,7 +140,7 @@ func registerFS(api huma.API, cfg *Config) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := files.Write(ctx, in.Path, body)
+		res, err := files.Write(ctx, in.Path, body, in.req.ContentLength)
 		if err != nil {
 			return nil, err
 		}
@@ -133,34 +148,34 @@ func registerFS(api huma.API, cfg *Config) {
 	})
 	documentBody(api, "/v1/fs/file", http.MethodPut, "application/octet-stream", binarySchema)
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "delete_v1_fs_entry", Method: http.MethodDelete, Path: "/v1/fs/entry",
 		Summary:     "Delete a file or directory",
 		Description: "A symbolic link is removed, not its target. A directory that is not empty needs `recursive=true`.",
 		Tags:        fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsDeleteInput) (*fsPathOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsDeleteInput) (*fsPathOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
 		return pathOutput(files.Delete(ctx, in.Path, in.Recursive))
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_fs_mkdir", Method: http.MethodPost, Path: "/v1/fs/mkdir",
 		Summary: "Create a directory and its parents", Tags: fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsPathInput) (*fsPathOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsPathInput) (*fsPathOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
 		return pathOutput(files.Mkdir(ctx, in.Path))
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_fs_move", Method: http.MethodPost, Path: "/v1/fs/move",
 		Summary:     "Move or rename a file or directory",
 		Description: "An existing destination is replaced only with `overwrite: true`.",
 		Tags:        fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsMoveInput) (*fsMoveOutput, error) {
+	}, describeMove, func(ctx context.Context, in *fsMoveInput) (*fsMoveOutput, error) {
 		from, to, err := files.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite != nil && *in.Body.Overwrite)
 		if err != nil {
 			return nil, err
@@ -170,10 +185,10 @@ func registerFS(api huma.API, cfg *Config) {
 		return out, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_fs_stat", Method: http.MethodGet, Path: "/v1/fs/stat",
 		Summary: "Describe a path (following symbolic links)", Tags: fsTags, Security: bearer,
-	}, func(ctx context.Context, in *fsPathInput) (*fsStatOutput, error) {
+	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsStatOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -184,13 +199,13 @@ func registerFS(api huma.API, cfg *Config) {
 		return &fsStatOutput{Body: st}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_fs_upload_batch", Method: http.MethodPost, Path: "/v1/fs/upload-batch",
 		Summary:     "Extract a tar archive into a directory",
-		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into `path` (default: the home directory). Entries leaving the directory are refused. At most 1024 paths are listed; `truncated` says more were written.",
+		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into a stage directory (`.sandbox-agent-stage-*`) and moved into `path` (default: the home directory) only when the whole archive is good: a refused archive leaves nothing. Entries leaving the directory, links leading out and sparse entries are refused (400). The extracted size (holes included) counts against --max-extract and --max-upload (413, `details.limitBytes`); 507 past --min-free. At most 1024 paths are listed; `truncated` says more were written.",
 		Tags:        fsTags, Security: bearer,
 		RequestBody: rawBody("application/x-tar"),
-	}, func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
+	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
 		if !strings.HasPrefix(strings.TrimSpace(in.req.Header.Get("Content-Type")), "application/x-tar") {
 			return nil, invalid("content-type must be application/x-tar")
 		}
@@ -209,6 +224,35 @@ func registerFS(api huma.API, cfg *Config) {
 	requiredInDocument(api, "path",
 		"/v1/fs/file", "/v1/fs/entry", "/v1/fs/mkdir", "/v1/fs/stat")
 }
+
+// describeMove peeks the move's JSON body (bounded by the operation's own
+// limit) for its two paths and puts it back for huma to read. A body that
+// is not JSON leaves the paths empty; the operation refuses it anyway.
+func describeMove(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
+	req, _ := unwrap(hctx)
+	var from, to string
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(io.LimitReader(req.Body, moveBodyLimit+1))
+		rest := req.Body
+		req.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), rest), rest}
+		if err == nil && len(b) <= moveBodyLimit {
+			var v struct{ From, To string }
+			if json.Unmarshal(b, &v) == nil {
+				from, to = v.From, v.To
+			}
+		}
+	}
+	c.FS(r, domain.ActionFSWrite, from, to)
+	if from == "" {
+		r.FSPath = ""
+	}
+}
+
+// moveBodyLimit is huma's default body limit, which the move route keeps.
+const moveBodyLimit = 1 << 20
 
 var binarySchema = &huma.Schema{Type: "string", Format: "binary"}
 
@@ -274,6 +318,54 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 		return n, tooLarge(l.limit)
 	}
 	return n, err
+}
+
+// satisfiable parses a "bytes=" Range header against a file of size
+// bytes and returns the header with only the ranges that overlap the file
+// (RFC 9110 section 14.1.1: a suffix of length 0, or a first byte at or
+// past the end, does not), and whether it could tell. A malformed header
+// comes back unchanged with ok false, for http.ServeContent to judge; an
+// empty result means none overlaps (416).
+func satisfiable(header string, size int64) (kept string, ok bool) {
+	spec, found := strings.CutPrefix(header, "bytes=")
+	if !found {
+		return header, false
+	}
+	var keep []string
+	for _, r := range strings.Split(spec, ",") {
+		r = strings.TrimSpace(r)
+		first, last, found := strings.Cut(r, "-")
+		if !found {
+			return header, false
+		}
+		first, last = strings.TrimSpace(first), strings.TrimSpace(last)
+		if first == "" {
+			n, err := strconv.ParseInt(last, 10, 64)
+			if err != nil || n < 0 {
+				return header, false
+			}
+			if n > 0 && size > 0 {
+				keep = append(keep, r)
+			}
+			continue
+		}
+		start, err := strconv.ParseInt(first, 10, 64)
+		if err != nil || start < 0 {
+			return header, false
+		}
+		if last != "" {
+			if end, err := strconv.ParseInt(last, 10, 64); err != nil || end < start {
+				return header, false
+			}
+		}
+		if start < size {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) == 0 {
+		return "", true
+	}
+	return "bytes=" + strings.Join(keep, ","), true
 }
 
 // rangeProblems turns the 416 that http.ServeContent writes as text/plain

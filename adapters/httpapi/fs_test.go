@@ -147,8 +147,8 @@ func fsRouteCases(t *testing.T) []fsRouteCase {
 					t.Fatalf("modified %q", m)
 				}
 			}},
-		{name: "list missing", call: fsCall{method: "GET", target: "/v1/fs/entries?path=nope"}, status: 400,
-			want: `"detail":"invalid request: path not found: HOME/nope"`},
+		{name: "list missing", call: fsCall{method: "GET", target: "/v1/fs/entries?path=nope"}, status: 404,
+			want: `"type":"urn:sandbox-agent:error:not_found","title":"Not Found","status":404,"detail":"not found: path not found: HOME/nope"`},
 		{name: "list a file", call: fsCall{method: "GET", target: "/v1/fs/entries?path=a.txt"}, status: 400,
 			want: "path is not a directory: HOME/a.txt"},
 		{name: "list dot-dot", call: fsCall{method: "GET", target: "/v1/fs/entries?path=../x"}, status: 400,
@@ -182,7 +182,7 @@ func fsRouteCases(t *testing.T) []fsRouteCase {
 		{name: "delete full dir", call: fsCall{method: "DELETE", target: "/v1/fs/entry?path=dir&recursive=false"}, status: 400,
 			want: "directory is not empty"},
 		{name: "delete recursive", call: fsCall{method: "DELETE", target: "/v1/fs/entry?path=dir&recursive=true"}, status: 200},
-		{name: "delete missing", call: fsCall{method: "DELETE", target: "/v1/fs/entry?path=nope"}, status: 400,
+		{name: "delete missing", call: fsCall{method: "DELETE", target: "/v1/fs/entry?path=nope"}, status: 404,
 			want: "path not found"},
 		{name: "mkdir", call: fsCall{method: "POST", target: "/v1/fs/mkdir?path=m/n"}, status: 200,
 			want: `{"path":"HOME/m/n"}`},
@@ -203,7 +203,7 @@ func fsRouteCases(t *testing.T) []fsRouteCase {
 					t.Fatalf("stat %s", r.body)
 				}
 			}},
-		{name: "stat missing", call: fsCall{method: "GET", target: "/v1/fs/stat?path=nope"}, status: 400, want: "path not found"},
+		{name: "stat missing", call: fsCall{method: "GET", target: "/v1/fs/stat?path=nope"}, status: 404, want: "path not found"},
 		{name: "upload", call: fsCall{method: "POST", target: "/v1/fs/upload-batch?path=up", body: tarOf(t, map[string]string{"x/y.txt": "y"}), headers: tarCT},
 			status: 200, want: `{"paths":["HOME/up/x/y.txt"],"truncated":false}`},
 		{name: "upload wrong type", call: fsCall{method: "POST", target: "/v1/fs/upload-batch", body: tarOf(t, nil),
@@ -263,7 +263,7 @@ func TestFSUploadLimit(t *testing.T) {
 		t.Fatalf("chunked: %d %s", resp.StatusCode, b)
 	}
 	r = fsDo(t, srv, fsCall{method: "GET", target: "/v1/fs/stat?path=big"})
-	if r.status != 400 {
+	if r.status != 404 {
 		t.Fatalf("a refused upload left a file: %d %s", r.status, r.body)
 	}
 	r = fsDo(t, srv, fsCall{method: "PUT", target: "/v1/fs/file?path=small", body: bytes.Repeat([]byte("x"), 16)})
@@ -335,5 +335,50 @@ func TestFSDocument(t *testing.T) {
 	}
 	if mcp := doc.Paths["/v1/config/mcp"].Put.RequestBody.Content["application/json"].Schema; mcp == nil || len(mcp.OneOf) != 2 {
 		t.Error("MCP config schema missing")
+	}
+}
+
+func TestSatisfiable(t *testing.T) {
+	for _, tt := range []struct {
+		header string
+		size   int64
+		kept   string
+		ok     bool
+	}{
+		{"bytes=-0", 10, "", true},
+		{"bytes=10-", 10, "", true},
+		{"bytes=10-20", 10, "", true},
+		{"bytes=-0, 12-", 10, "", true},
+		{"bytes=-1", 0, "", true},
+		{"bytes=0-", 0, "", true},
+		{"bytes=-3", 10, "bytes=-3", true},
+		{"bytes=9-", 10, "bytes=9-", true},
+		{"bytes=-0,0-0", 10, "bytes=0-0", true},
+		{"bytes=0-1, 10-, -2", 10, "bytes=0-1,-2", true},
+		{"bytes=5-2", 10, "bytes=5-2", false}, // malformed: left to ServeContent
+		{"bytes=x-", 10, "bytes=x-", false},
+		{"items=0-1", 10, "items=0-1", false},
+		{"bytes=-", 10, "bytes=-", false},
+	} {
+		if kept, ok := satisfiable(tt.header, tt.size); kept != tt.kept || ok != tt.ok {
+			t.Errorf("satisfiable(%q, %d) = %q, %v; want %q, %v", tt.header, tt.size, kept, ok, tt.kept, tt.ok)
+		}
+	}
+}
+
+// TestRefusedBodyNotReadAsNextRequest: after a 413 that left most of a
+// body unread, the next request on the client's connection is answered as
+// itself (the connection is closed, not reused with the remainder in it).
+func TestRefusedBodyNotReadAsNextRequest(t *testing.T) {
+	srv := fsServer(t, afero.NewMemMapFs(), "/home/u", 0)
+	big := []byte(`{"from":"` + strings.Repeat("a", 2<<20) + `","to":"b"}`)
+	for range 2 {
+		r := fsDo(t, srv, fsCall{method: "POST", target: "/v1/fs/move", body: big, headers: jsonCT})
+		if r.status != 413 || !strings.Contains(string(r.body), `"limitBytes":1048576`) {
+			t.Fatalf("move: %d %.200s", r.status, r.body)
+		}
+		if r := fsDo(t, srv, fsCall{method: "GET", target: "/v1/fs/stat?path=a.txt"}); r.status != 200 {
+			t.Fatalf("next request: %d %s", r.status, r.body)
+		}
 	}
 }

@@ -53,7 +53,14 @@ func (b *inflight) overloaded() error {
 func readIdle(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &idleBody{ReadCloser: r.Body, w: w, rc: http.NewResponseController(w), timeout: timeout, http1: r.ProtoMajor == 1}
+			// On a shallow copy: net/http looks at the original request's
+			// Body after the handler to decide whether the connection can
+			// be reused (an unread remainder past 256 KiB closes it); a
+			// wrapper there would hide that, and the rest of a refused
+			// body would be read as the next request.
+			body := &idleBody{ReadCloser: r.Body, w: w, rc: http.NewResponseController(w), timeout: timeout, http1: r.ProtoMajor == 1}
+			r = r.WithContext(r.Context())
+			r.Body = body
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
-	"crypto/subtle"
 	"errors"
 	"io"
 	"net/http"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
-	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // The /metrics route renders the Prometheus text exposition format (0.0.4)
@@ -44,16 +41,19 @@ type httpMetrics struct {
 	mu      sync.RWMutex
 	latency map[routeKey]*histogram
 
-	policyMu sync.Mutex
-	policy   map[policyKey]uint64
+	authMu sync.Mutex
+	auth   map[authMetricKey]uint64
 }
 
 type routeKey struct{ method, route, status string }
 
-type policyKey struct{ operation, decision string }
+// authMetricKey labels an auth decision: never the principal (unbounded,
+// and who someone is does not belong in metrics), only the action, the
+// outcome and who decided (a policy's name, "token" or "").
+type authMetricKey struct{ action, decision, by string }
 
 func newHTTPMetrics() *httpMetrics {
-	return &httpMetrics{start: time.Now(), latency: map[routeKey]*histogram{}, policy: map[policyKey]uint64{}}
+	return &httpMetrics{start: time.Now(), latency: map[routeKey]*histogram{}, auth: map[authMetricKey]uint64{}}
 }
 
 // histogram is a fixed-bucket latency histogram with atomic counters.
@@ -189,50 +189,24 @@ func (w *observedWriter) ReadFrom(r io.Reader) (int64, error) {
 
 func (w *observedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// countedAuthorizer counts every policy decision by operation and outcome
-// around the real Authorizer; it is how the policy layer reports to
-// /metrics without knowing about it.
-type countedAuthorizer struct {
-	next ports.Authorizer
-	m    *httpMetrics
+// countAuth counts one decision of the auth chain.
+func (m *httpMetrics) countAuth(action domain.Action, decision, by string) {
+	m.authMu.Lock()
+	m.auth[authMetricKey{string(action), decision, by}]++
+	m.authMu.Unlock()
 }
 
-var _ ports.Authorizer = countedAuthorizer{}
-
-func (c countedAuthorizer) Authorize(ctx context.Context, req domain.AuthRequest) (domain.Decision, error) {
-	d, err := c.next.Authorize(ctx, req)
-	decision := "allow"
-	switch {
-	case err != nil:
-		decision = "error"
-	case !d.Allow:
-		decision = "deny"
-	}
-	c.m.policyMu.Lock()
-	c.m.policy[policyKey{req.OperationID, decision}]++
-	c.m.policyMu.Unlock()
-	return d, err
-}
-
-// countPolicies wraps a (possibly nil) Authorizer with counting.
-func (m *httpMetrics) countPolicies(a ports.Authorizer) ports.Authorizer {
-	if a == nil {
-		return nil
-	}
-	return countedAuthorizer{next: a, m: m}
-}
-
-// metricsHandler serves GET /metrics. With a token set it requires the
-// same bearer token as /v1/* unless cfg.MetricsPublic says scrapers may
-// read it without one (the figures contain no ids, paths or payloads).
+// metricsHandler serves GET /metrics. It goes through the auth chain as
+// the metrics.read action (policies, then the token check) unless
+// cfg.MetricsPublic says scrapers may read it without one (the figures
+// contain no ids, paths, payloads or principals).
 func metricsHandler(cfg *Config, m *httpMetrics) http.Handler {
-	want := []byte("Bearer " + cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if cfg.Token != "" && !cfg.MetricsPublic {
-			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-				msg := "missing or invalid bearer token"
-				p := problemFor(r.Context(), &domain.Error{Kind: domain.KindTokenInvalid, Details: map[string]any{"message": msg}})
-				writeProblem(w, p.withHeader("WWW-Authenticate", "Bearer"))
+		if !cfg.MetricsPublic {
+			req := cfg.authRequest(r, http.MethodGet, "/metrics", "get_metrics")
+			cfg.chain.Plain(&req, domain.ActionMetricsRead)
+			if ctx, err := authorize(r.Context(), cfg, req); err != nil {
+				writeAuthProblem(w, ctx, err)
 				return
 			}
 		}
@@ -319,22 +293,26 @@ func writeMetrics(w *bufio.Writer, s acp.MetricsSnapshot, m *httpMetrics) {
 	e.one(p+"replay_gaps_total", "counter", "Replay gaps sent: a reader's position had been evicted from the buffer.", u64(s.ReplayGaps))
 	e.one(p+"sse_slow_subscribers_dropped_total", "counter", "Event streams cut because a write made no progress within the stream write timeout.", u64(m.slowDropped.Load()))
 
-	e.family(p+"policy_decisions_total", "counter", "Auth policy decisions by operation and outcome (allow, deny, error).")
-	m.policyMu.Lock()
-	pks := make([]policyKey, 0, len(m.policy))
-	for k := range m.policy {
-		pks = append(pks, k)
+	e.family(p+"auth_decisions_total", "counter", "Auth chain decisions by action, decision (grant, identified, token, open, deny, error) and who decided (a policy's name, token, or empty).")
+	m.authMu.Lock()
+	aks := make([]authMetricKey, 0, len(m.auth))
+	for k := range m.auth {
+		aks = append(aks, k)
 	}
-	sort.Slice(pks, func(i, j int) bool {
-		if pks[i].operation != pks[j].operation {
-			return pks[i].operation < pks[j].operation
+	sort.Slice(aks, func(i, j int) bool {
+		a, b := aks[i], aks[j]
+		if a.action != b.action {
+			return a.action < b.action
 		}
-		return pks[i].decision < pks[j].decision
+		if a.decision != b.decision {
+			return a.decision < b.decision
+		}
+		return a.by < b.by
 	})
-	for _, k := range pks {
-		e.sample(p+"policy_decisions_total", u64(m.policy[k]), "operation", k.operation, "decision", k.decision)
+	for _, k := range aks {
+		e.sample(p+"auth_decisions_total", u64(m.auth[k]), "action", k.action, "decision", k.decision, "by", k.by)
 	}
-	m.policyMu.Unlock()
+	m.authMu.Unlock()
 
 	e.one(p+"http_requests_in_flight", "gauge", "HTTP requests being served, open streams included.", i64(m.inFlight.Load()))
 	writeLatency(e, p+"http_request_duration_seconds", m)

@@ -114,9 +114,9 @@ type metricsDenyDeletes struct{}
 
 func (metricsDenyDeletes) Authorize(_ context.Context, req domain.AuthRequest) (domain.Decision, error) {
 	if req.OperationID == "delete_v1_acp" {
-		return domain.Decision{Allow: false, Message: "no"}, nil
+		return domain.Decision{Message: "no", By: "nodelete"}, nil
 	}
-	return domain.Decision{Allow: true}, nil
+	return domain.Decision{Verdict: domain.Pass}, nil
 }
 
 func metricsServer(t *testing.T, cfg Config) *httptest.Server {
@@ -197,7 +197,7 @@ func TestMetricsExposition(t *testing.T) {
 		"# TYPE sandbox_agent_sse_slow_subscribers_dropped_total counter",
 		"# TYPE sandbox_agent_acp_late_responses_total counter",
 		"# TYPE sandbox_agent_http_request_duration_seconds histogram",
-		"# TYPE sandbox_agent_policy_decisions_total counter",
+		"# TYPE sandbox_agent_auth_decisions_total counter",
 		"# TYPE go_goroutines gauge",
 		"# TYPE process_resident_memory_bytes gauge",
 		`sandbox_agent_acp_frames_total{direction="to_agent"}`,
@@ -237,8 +237,9 @@ func TestMetricsExposition(t *testing.T) {
 		`sandbox_agent_http_request_duration_seconds_count{method="GET",route="unmatched",status="404"}`:                       1,
 		`sandbox_agent_http_request_duration_seconds_count{method="DELETE",route="/v1/acp/{server_id}",status="403"}`:          1,
 		`sandbox_agent_http_request_duration_seconds_count{method="GET",route="/metrics",status="200"}`:                        1,
-		`sandbox_agent_policy_decisions_total{operation="post_v1_acp",decision="allow"}`:                                       1,
-		`sandbox_agent_policy_decisions_total{operation="delete_v1_acp",decision="deny"}`:                                      1,
+		`sandbox_agent_auth_decisions_total{action="acp.start",decision="open",by=""}`:                                         1,
+		`sandbox_agent_auth_decisions_total{action="acp.stop",decision="deny",by="nodelete"}`:                                  1,
+		`sandbox_agent_auth_decisions_total{action="metrics.read",decision="open",by=""}`:                                      2, // both scrapes
 		`sandbox_agent_http_requests_in_flight`:                                                                                1, // this scrape
 	} {
 		if got, ok := after[series]; !ok || got != want {

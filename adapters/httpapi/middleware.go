@@ -3,14 +3,13 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -53,42 +52,23 @@ func requestContext(next http.Handler, base *slog.Logger) http.Handler {
 	})
 }
 
-// bearerAuth guards every /v1/* and /acp/* route when token is set. The comparison is
-// constant-time; the scheme must be spelled "Bearer".
-func bearerAuth(next http.Handler, token string) http.Handler {
-	if token == "" {
-		return next
-	}
-	// Both sides are hashed first so the comparison takes the same time
-	// whatever the length of the presented header (ConstantTimeCompare
-	// returns early on a length mismatch, which would leak the length).
-	want := sha256.Sum256([]byte("Bearer " + token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if guarded(r.URL.Path) {
-			got := sha256.Sum256([]byte(presentedAuthorization(r)))
-			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-				msg := "missing or invalid bearer token"
-				p := problemFor(r.Context(), &domain.Error{Kind: domain.KindTokenInvalid, Details: map[string]any{"message": msg}})
-				writeProblem(w, p.withHeader("WWW-Authenticate", "Bearer"))
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// guarded reports whether a path needs the token: the API (/v1) and ACP's
-// standard transport (/acp).
+// guarded reports whether a path is under the token and the chain: the API
+// (/v1) and ACP's standard transport (/acp).
 func guarded(path string) bool {
 	return strings.HasPrefix(path, "/v1/") || path == "/v1" || strings.HasPrefix(path, "/acp/") || path == "/acp"
 }
 
 // problemOnMiss answers unknown routes and wrong methods with problems
-// instead of ServeMux's text/plain, keeping its Allow header.
-func problemOnMiss(mux *http.ServeMux) http.Handler {
+// instead of ServeMux's text/plain, keeping its Allow header. Under /v1 and
+// /acp it first asks for the token when one is configured, as for every
+// path there.
+func problemOnMiss(mux *http.ServeMux, cfg *Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)
+			return
+		}
+		if !tokenOnly(w, r, cfg) {
 			return
 		}
 		rec := &statusRecorder{header: http.Header{}}
@@ -106,6 +86,22 @@ func problemOnMiss(mux *http.ServeMux) http.Handler {
 			writeProblem(w, problemFor(r.Context(), &domain.Error{Kind: domain.KindInvalidRequest, Msg: "endpoint not found", Status: http.StatusNotFound}))
 		}
 	})
+}
+
+// tokenOnly is the auth of /v1 and /acp paths that are no operation
+// (unknown routes, wrong methods, the removed /v1/rpc): they do nothing and
+// have no action for a policy to judge, so only the built-in token check
+// applies, keeping "every /v1 and /acp path needs the token" true. It
+// answers 401 itself and reports whether the request may go on.
+func tokenOnly(w http.ResponseWriter, r *http.Request, cfg *Config) bool {
+	if !guarded(r.URL.Path) {
+		return true
+	}
+	if !cfg.chain.TokenConfigured() || cfg.chain.Tokens.Check(presentedAuthorization(r)) {
+		return true
+	}
+	writeAuthProblem(w, r.Context(), authz.ErrTokenInvalid)
+	return false
 }
 
 // statusRecorder captures what ServeMux would answer for a miss.

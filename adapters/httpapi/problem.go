@@ -47,24 +47,25 @@ var kindInfo = map[domain.Kind]struct {
 	title  string
 	prefix string // detail prefix; the message follows it
 }{
-	domain.KindInvalidRequest:     {400, "Invalid Request", "invalid request"},
-	domain.KindUnsupportedAgent:   {400, "Unsupported Agent", "unsupported agent"},
-	domain.KindTokenInvalid:       {401, "Token Invalid", "token invalid"},
-	domain.KindPermissionDenied:   {403, "Permission Denied", "permission denied"},
-	domain.KindAgentNotInstalled:  {404, "Agent Not Installed", "agent not installed"},
-	domain.KindSessionNotFound:    {404, "Session Not Found", "session not found"},
-	domain.KindNotAcceptable:      {406, "Not Acceptable", "not acceptable"},
-	domain.KindConflict:           {409, "Conflict", "conflict"},
-	domain.KindPayloadTooLarge:    {413, "Payload Too Large", "payload too large"},
-	domain.KindUnsupportedMedia:   {415, "Unsupported Media Type", "unsupported media type"},
-	domain.KindTooManyInstances:   {429, "Too Many Instances", "too many instances"},
-	domain.KindInstallFailed:      {500, "Install Failed", "install failed"},
-	domain.KindAgentProcessExited: {500, "Agent Process Exited", "agent process exited"},
-	domain.KindStreamError:        {502, "Stream Error", "stream error"},
-	domain.KindOverloaded:         {503, "Overloaded", "overloaded"},
-	domain.KindTimeout:            {504, "Timeout", "timeout"},
-	domain.KindNotFound:           {404, "Not Found", "not found"},
-	domain.KindTooManyRequests:    {429, "Too Many Requests", "too many requests"},
+	domain.KindInvalidRequest:      {400, "Invalid Request", "invalid request"},
+	domain.KindUnsupportedAgent:    {400, "Unsupported Agent", "unsupported agent"},
+	domain.KindTokenInvalid:        {401, "Token Invalid", "token invalid"},
+	domain.KindPermissionDenied:    {403, "Permission Denied", "permission denied"},
+	domain.KindAgentNotInstalled:   {404, "Agent Not Installed", "agent not installed"},
+	domain.KindSessionNotFound:     {404, "Session Not Found", "session not found"},
+	domain.KindNotAcceptable:       {406, "Not Acceptable", "not acceptable"},
+	domain.KindConflict:            {409, "Conflict", "conflict"},
+	domain.KindPayloadTooLarge:     {413, "Payload Too Large", "payload too large"},
+	domain.KindUnsupportedMedia:    {415, "Unsupported Media Type", "unsupported media type"},
+	domain.KindTooManyInstances:    {429, "Too Many Instances", "too many instances"},
+	domain.KindInstallFailed:       {500, "Install Failed", "install failed"},
+	domain.KindAgentProcessExited:  {500, "Agent Process Exited", "agent process exited"},
+	domain.KindStreamError:         {502, "Stream Error", "stream error"},
+	domain.KindOverloaded:          {503, "Overloaded", "overloaded"},
+	domain.KindTimeout:             {504, "Timeout", "timeout"},
+	domain.KindNotFound:            {404, "Not Found", "not found"},
+	domain.KindTooManyRequests:     {429, "Too Many Requests", "too many requests"},
+	domain.KindInsufficientStorage: {507, "Insufficient Storage", "insufficient storage"},
 }
 
 // retryAfter is the Retry-After (seconds) of the kinds that mean "not now":
@@ -125,6 +126,21 @@ func problemFor(ctx context.Context, err error) *Problem {
 	}
 	logger(ctx).Error("internal error", "err", err)
 	return &Problem{Type: "urn:sandbox-agent:error:internal", Title: "Internal Server Error", Status: 500, Detail: "internal error"}
+}
+
+// humaLimit finds the limit in huma's 413 message ("request body is too
+// large limit=1048576 bytes"), so every 413 carries details.limitBytes.
+func humaLimit(msg string) (int64, bool) {
+	_, rest, ok := strings.Cut(msg, "limit=")
+	if !ok {
+		return 0, false
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	n, err := strconv.ParseInt(rest[:end], 10, 64)
+	return n, err == nil
 }
 
 // invalid is a shorthand for a 400 invalid_request problem.
@@ -194,6 +210,9 @@ func humaError(ctx context.Context, status int, msg string, errs ...error) huma.
 	e := &domain.Error{Kind: kind, Msg: detail}
 	if kind != domain.KindInvalidRequest {
 		e.Details = map[string]any{"message": detail}
+	}
+	if limit, ok := humaLimit(detail); ok && kind == domain.KindPayloadTooLarge {
+		e.Details["limitBytes"] = limit
 	}
 	p := problemFor(ctx, e)
 	p.Status = status

@@ -62,6 +62,8 @@ func TestProblemForKinds(t *testing.T) {
 			`{"type":"urn:sandbox-agent:error:not_found","title":"Not Found","status":404,"detail":"not found: process proc_7"}`},
 		{&domain.Error{Kind: domain.KindTooManyRequests, Msg: "64 processes are alive", Details: map[string]any{"limit": 64}}, 429, "Too Many Requests",
 			`{"type":"urn:sandbox-agent:error:too_many_requests","title":"Too Many Requests","status":429,"detail":"too many requests: 64 processes are alive","details":{"limit":64}}`},
+		{domain.InsufficientStorage(1<<30, "less than 1073741824 bytes free"), 507, "Insufficient Storage",
+			`{"type":"urn:sandbox-agent:error:insufficient_storage","title":"Insufficient Storage","status":507,"detail":"insufficient storage: less than 1073741824 bytes free","details":{"minFreeBytes":1073741824}}`},
 	}
 	seen := map[domain.Kind]bool{}
 	for _, tt := range tests {
@@ -86,10 +88,11 @@ func TestProblemForKinds(t *testing.T) {
 			}
 		})
 	}
-	// api.md's 14, plus not_found and too_many_requests (processes) and
-	// too_many_instances and overloaded (the README's limits).
-	if len(seen) != 18 || len(kindInfo) != 18 {
-		t.Errorf("table covers %d kinds, kindInfo has %d; want 18", len(seen), len(kindInfo))
+	// api.md's 14, plus not_found and too_many_requests (processes),
+	// too_many_instances and overloaded (the README's limits) and
+	// insufficient_storage (files).
+	if len(seen) != 19 || len(kindInfo) != 19 {
+		t.Errorf("table covers %d kinds, kindInfo has %d; want 19", len(seen), len(kindInfo))
 	}
 	for k := range kindInfo {
 		if !seen[k] {

@@ -105,19 +105,19 @@ func maxInputBody() int64 {
 func registerProcesses(api huma.API, cfg *Config) {
 	svc := cfg.Processes
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_processes_config", Method: http.MethodGet, Path: "/v1/processes/config",
 		Summary: "Get process runtime configuration", Tags: procTags, Security: bearer,
-	}, func(ctx context.Context, _ *struct{}) (*procConfigOutput, error) {
+	}, act(domain.ActionProcessRead), func(ctx context.Context, _ *struct{}) (*procConfigOutput, error) {
 		return &procConfigOutput{Body: svc.Config()}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_processes_config", Method: http.MethodPost, Path: "/v1/processes/config",
 		Summary:     "Update process runtime configuration",
 		Description: "Replaces the configuration as a whole. Every value must be positive and within the daemon's ceiling (400 otherwise); a default run timeout above the maximum is lowered to it.",
 		Tags:        procTags, Security: bearer,
-	}, func(ctx context.Context, in *procConfigInput) (*procConfigOutput, error) {
+	}, act(domain.ActionProcessRun), func(ctx context.Context, in *procConfigInput) (*procConfigOutput, error) {
 		c, err := svc.SetConfig(in.Body)
 		if err != nil {
 			return nil, err
@@ -125,12 +125,12 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procConfigOutput{Body: c}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_processes_run", Method: http.MethodPost, Path: "/v1/processes/run",
 		Summary:     "Run a command to completion",
 		Description: "stdin is /dev/null. Each output is kept up to maxOutputBytes (then *Truncated); at the timeout the whole process group is killed (timedOut). Counts against maxConcurrentProcesses (429).",
 		Tags:        procTags, Security: bearer,
-	}, func(ctx context.Context, in *procRunInput) (*procRunOutput, error) {
+	}, act(domain.ActionProcessRun), func(ctx context.Context, in *procRunInput) (*procRunOutput, error) {
 		out, err := svc.Run(ctx, in.Body)
 		if err != nil {
 			return nil, err
@@ -138,23 +138,23 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procRunOutput{Body: out}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_processes", Method: http.MethodGet, Path: "/v1/processes",
 		Summary:     "List managed processes",
 		Description: "Running and exited processes, in creation order.",
 		Tags:        procTags, Security: bearer,
-	}, func(ctx context.Context, in *procListInput) (*procListOutput, error) {
+	}, act(domain.ActionProcessRead), func(ctx context.Context, in *procListInput) (*procListOutput, error) {
 		out := &procListOutput{}
 		out.Body.Processes = svc.List(domain.ProcessOwner(in.Owner))
 		return out, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_processes", Method: http.MethodPost, Path: "/v1/processes",
 		Summary:     "Start a long-lived managed process",
 		Description: "On pipes (stdin, stdout, stderr) or, with tty, on a pseudo-terminal; in a process group of its own. 429 past maxConcurrentProcesses.",
 		Tags:        procTags, Security: bearer,
-	}, func(ctx context.Context, in *procCreateInput) (*procInfoOutput, error) {
+	}, act(domain.ActionProcessRun), func(ctx context.Context, in *procCreateInput) (*procInfoOutput, error) {
 		info, err := svc.Create(ctx, in.Body)
 		if err != nil {
 			return nil, err
@@ -162,10 +162,10 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procInfoOutput{Body: info}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_process", Method: http.MethodGet, Path: "/v1/processes/{id}",
 		Summary: "Get a managed process", Tags: procTags, Security: bearer,
-	}, func(ctx context.Context, in *procIDInput) (*procInfoOutput, error) {
+	}, act(domain.ActionProcessRead), func(ctx context.Context, in *procIDInput) (*procInfoOutput, error) {
 		info, err := svc.Get(in.ID)
 		if err != nil {
 			return nil, err
@@ -173,22 +173,22 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procInfoOutput{Body: info}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "delete_v1_process", Method: http.MethodDelete, Path: "/v1/processes/{id}",
 		Summary:     "Delete an exited process",
 		Description: "Forgets the process and its logs. 409 while it runs: stop or kill it first.",
 		Tags:        procTags, Security: bearer, DefaultStatus: http.StatusNoContent,
-	}, func(ctx context.Context, in *procIDInput) (*struct{}, error) {
+	}, act(domain.ActionProcessSignal), func(ctx context.Context, in *procIDInput) (*struct{}, error) {
 		return nil, svc.Delete(in.ID)
 	})
 
 	signal := func(opID, path, summary string, sig domain.Signal, defWait time.Duration) {
-		huma.Register(api, huma.Operation{
+		route(api, huma.Operation{
 			OperationID: opID, Method: http.MethodPost, Path: path,
 			Summary:     summary,
 			Description: "Signals the whole process group, then waits up to waitMs for it to exit and describes it.",
 			Tags:        procTags, Security: bearer,
-		}, func(ctx context.Context, in *procSignalInput) (*procInfoOutput, error) {
+		}, act(domain.ActionProcessSignal), func(ctx context.Context, in *procSignalInput) (*procInfoOutput, error) {
 			wait := defWait
 			if in.req.URL.Query().Has("waitMs") {
 				wait = time.Duration(in.WaitMs) * time.Millisecond
@@ -203,13 +203,13 @@ func registerProcesses(api huma.API, cfg *Config) {
 	signal("post_v1_process_stop", "/v1/processes/{id}/stop", "Send SIGTERM to a process group", domain.SignalTerm, 2*time.Second)
 	signal("post_v1_process_kill", "/v1/processes/{id}/kill", "Send SIGKILL to a process group", domain.SignalKill, time.Second)
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_process_input", Method: http.MethodPost, Path: "/v1/processes/{id}/input",
 		Summary:     "Write to a process's stdin or terminal",
 		Description: "data is base64 unless encoding says utf8 or text. 413 past maxInputBytesPerRequest (decoded); 409 once the process has exited; 504 when the process reads nothing for 10 s.",
 		Tags:        procTags, Security: bearer,
 		MaxBodyBytes: maxInputBody(),
-	}, func(ctx context.Context, in *procInputInput) (*procInputOutput, error) {
+	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procInputInput) (*procInputOutput, error) {
 		enc := "base64"
 		if in.Body.Encoding != nil && *in.Body.Encoding != "" {
 			enc = *in.Body.Encoding
@@ -227,19 +227,19 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return out, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "post_v1_process_terminal_resize", Method: http.MethodPost, Path: "/v1/processes/{id}/terminal/resize",
 		Summary:     "Resize a process's terminal",
 		Description: "Sets the PTY size; the kernel sends SIGWINCH to its foreground group. 409 for a process without a terminal.",
 		Tags:        procTags, Security: bearer,
-	}, func(ctx context.Context, in *procResizeInput) (*procResizeOutput, error) {
+	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procResizeInput) (*procResizeOutput, error) {
 		if err := svc.Resize(in.ID, in.Body.Cols, in.Body.Rows); err != nil {
 			return nil, err
 		}
 		return &procResizeOutput{Body: procSize{Cols: in.Body.Cols, Rows: in.Body.Rows}}, nil
 	})
 
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_process_logs", Method: http.MethodGet, Path: "/v1/processes/{id}/logs",
 		Summary: "A process's buffered output, or a live stream of it",
 		Description: "Entries carry base64 data, a per-process sequence and a timestamp. With follow=true: Server-Sent Events `event: log`, `id: <sequence>`, `data: <entry>`, " +
@@ -252,7 +252,7 @@ func registerProcesses(api huma.API, cfg *Config) {
 				"text/event-stream": {Schema: &huma.Schema{Type: "string"}},
 			}},
 		},
-	}, func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
+	}, act(domain.ActionProcessRead), func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
 		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Tail: in.Tail}
 		since, err := logsSince(in)
 		if err != nil {

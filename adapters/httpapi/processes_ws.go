@@ -41,7 +41,7 @@ type terminalFrame struct {
 
 func registerTerminalWS(api huma.API, cfg *Config) {
 	svc := cfg.Processes
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_process_terminal_ws", Method: http.MethodGet, Path: "/v1/processes/{id}/terminal/ws",
 		Summary: "Open a WebSocket to a process's terminal",
 		Description: "Upgrades to a WebSocket. Server frames: the terminal's output as binary messages (buffered output first), JSON text frames " +
@@ -52,7 +52,7 @@ func registerTerminalWS(api huma.API, cfg *Config) {
 		Responses: map[string]*huma.Response{
 			"101": {Description: "Switched to the WebSocket protocol."},
 		},
-	}, func(ctx context.Context, in *procWSInput) (*huma.StreamResponse, error) {
+	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procWSInput) (*huma.StreamResponse, error) {
 		tty, err := svc.IsTTY(in.ID)
 		if err != nil {
 			return nil, err
@@ -214,14 +214,20 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 	}
 }
 
-// presentedAuthorization is the request's Authorization header or, for
-// the terminal WebSocket only (browsers cannot set headers on one), its
-// access_token query parameter as a bearer token.
+// presentedAuthorization is the request's Authorization header or, for a
+// WebSocket only (browsers cannot set headers on one: the terminal, and
+// the upgrade of /acp/{agent}), its access_token query parameter as a
+// bearer token.
 func presentedAuthorization(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		return h
 	}
-	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/processes/") && strings.HasSuffix(r.URL.Path, "/terminal/ws") {
+	if r.Method != http.MethodGet {
+		return ""
+	}
+	terminal := strings.HasPrefix(r.URL.Path, "/v1/processes/") && strings.HasSuffix(r.URL.Path, "/terminal/ws")
+	acpSocket := strings.HasPrefix(r.URL.Path, "/acp/") && isWebSocketUpgrade(r)
+	if terminal || acpSocket {
 		if t := r.URL.Query().Get("access_token"); t != "" {
 			return "Bearer " + t
 		}

@@ -21,10 +21,10 @@ func registerRoot(mux *http.ServeMux, api huma.API, cfg *Config) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"name":"Sandbox Agent","docs":"/docs"}`))
 	})
-	huma.Register(api, huma.Operation{
+	route(api, huma.Operation{
 		OperationID: "get_v1_health", Method: http.MethodGet, Path: "/v1/health",
 		Summary: "Health check", Tags: []string{"meta"}, Security: bearer,
-	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+	}, act(domain.ActionHealthRead), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		out := &healthOutput{}
 		out.Body.Status = "ok"
 		return out, nil
@@ -34,12 +34,15 @@ func registerRoot(mux *http.ServeMux, api huma.API, cfg *Config) {
 	// where to go instead of a bare 404.
 	adapter := api.Adapter()
 	gone := func(ctx huma.Context) {
+		r, w := unwrap(ctx)
+		if !tokenOnly(w, r, cfg) {
+			return
+		}
 		p := problemFor(ctx.Context(), &domain.Error{
 			Kind:   domain.KindInvalidRequest,
 			Msg:    "/v1/rpc has been removed; use /v1/acp/{server_id}",
 			Status: http.StatusGone,
 		})
-		_, w := unwrap(ctx)
 		writeProblem(w, p)
 	}
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
@@ -21,9 +22,18 @@ type Config struct {
 	Logger    *slog.Logger
 	Instances *acp.Instances
 
-	// Token enables bearer auth on /v1/* when non-empty.
-	Token string
-	CORS  CORS
+	// Token enables bearer auth on /v1/* when non-empty; Tokens, when set,
+	// replaces it with a set that can change at run time (--token-file,
+	// reloaded on SIGHUP). The check runs after the policies (Authorizer).
+	Token  string
+	Tokens *authz.Tokens
+	CORS   CORS
+
+	// CheckHost refuses (421) a request whose Host is not localhost, a
+	// loopback address or one of AllowedHosts: set for a loopback
+	// listener, so a DNS-rebinding web page cannot reach it.
+	CheckHost    bool
+	AllowedHosts []string
 
 	// MaxACPBody bounds one ACP POST body (default 32 MiB).
 	MaxACPBody int64
@@ -55,8 +65,9 @@ type Config struct {
 	// (413 past it); zero means no limit.
 	MaxUpload int64
 
-	// Authorizer, when set, decides every /v1 request after the bearer
-	// check (auth policies); see authz.go.
+	// Authorizer, when set, is the auth policies: the first step of the
+	// auth chain on every /v1 request, before the token check; see
+	// authz.go and app/authz.
 	Authorizer ports.Authorizer
 
 	// Processes, when set, serves /v1/processes/*; see processes.go.
@@ -66,7 +77,9 @@ type Config struct {
 	// one is set, for scrapers that cannot send it; see metrics.go.
 	MetricsPublic bool
 
-	inflight *inflight // set by fill
+	inflight *inflight    // set by fill
+	chain    *authz.Chain // built by New from the fields above
+	metrics  *httpMetrics
 }
 
 func (c *Config) fill() {
@@ -91,31 +104,57 @@ func (c *Config) fill() {
 	if c.StreamWriteTimeout <= 0 {
 		c.StreamWriteTimeout = 30 * time.Second
 	}
+	if c.metrics == nil {
+		c.metrics = newHTTPMetrics()
+	}
+	if c.chain == nil {
+		c.chain = c.newChain()
+	}
 }
 
 // New builds the daemon's HTTP handler.
 func New(cfg Config) http.Handler {
 	cfg.fill()
-	hm := newHTTPMetrics()
+	hm := cfg.metrics
 	hm.inflight = cfg.inflight
-	cfg.Authorizer = hm.countPolicies(cfg.Authorizer)
 	mux := http.NewServeMux()
 	register(mux, &cfg)
 	mux.Handle("GET /metrics", metricsHandler(&cfg, hm))
 
-	var h http.Handler = problemOnMiss(mux)
-	h = bearerAuth(h, cfg.Token)
+	var h http.Handler = problemOnMiss(mux, &cfg)
 	h = cfg.CORS.wrap(h)
+	h = guardBrowsers(h, &cfg)
 	h = requestContext(h, cfg.Logger)
 	h = hm.observe(h, mux)
 	h = readIdle(h, cfg.ReadIdleTimeout)
 	return h
 }
 
+// newChain assembles the auth chain from the parts the daemon has.
+func (c *Config) newChain() *authz.Chain {
+	chain := &authz.Chain{Policies: c.Authorizer, Tokens: c.Tokens}
+	if chain.Tokens == nil {
+		chain.Tokens = authz.NewTokens(c.Token)
+	}
+	if c.Instances != nil {
+		chain.Instances = c.Instances
+	}
+	if c.Catalog != nil && c.Catalog.Agents != nil {
+		chain.Agents = c.Catalog.Agents
+	}
+	if c.Files != nil {
+		chain.FSHome = c.Files.Home
+	}
+	if c.Config != nil {
+		chain.ConfigBase = c.Config.Base
+	}
+	return chain
+}
+
 // register adds every route to mux and returns the API (for its document).
 func register(mux *http.ServeMux, cfg *Config) huma.API {
 	api := NewAPI(mux, cfg.Version)
-	useAuthorizer(api, cfg) // before any operation is registered
+	useAuth(api, cfg) // before any operation is registered
 	registerRoot(mux, api, cfg)
 	registerACP(api, cfg)
 	registerACPStd(api, cfg)

@@ -104,7 +104,7 @@ func ExampleClient_WriteFile() {
 	// written: 15 bytes
 	// range: "sandbox"
 	// stat: file 15
-	// after delete: true 400 invalid_request
+	// after delete: true 404 not_found
 }
 
 // Errors are *Problem values carrying the daemon's problem document.

@@ -81,6 +81,7 @@ func TestStopKillsGroup(t *testing.T) {
 // returns only once the grandchild it left behind is gone.
 func TestGroupCleanedOnOwnExit(t *testing.T) {
 	p, gc := startTree(t, "exit", "child-ignore-term")
+	p.Stdin().Close() // the agent exits at EOF
 	st, err := p.Wait()
 	if err != nil || !st.Success() {
 		t.Fatalf("Wait = %+v, %v", st, err)

@@ -114,6 +114,9 @@ func runAgent(mode string, opts []string) int {
 		}
 		fmt.Println(cmd.Process.Pid)
 		if slices.Contains(opts, "exit") {
+			// Exit once the test has seen the grandchild alive and
+			// closed stdin, so the check cannot race the cleanup.
+			_, _ = io.Copy(io.Discard, os.Stdin)
 			return 0
 		}
 		time.Sleep(time.Hour)

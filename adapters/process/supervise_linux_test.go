@@ -50,6 +50,7 @@ func TestSupervisorKillsSetsidDescendants(t *testing.T) {
 	})
 	t.Run("own exit", func(t *testing.T) {
 		p, gc := startTree(t, "exit", "setsid", "child-ignore-term")
+		p.Stdin().Close() // the agent exits at EOF
 		if st, err := p.Wait(); err != nil || !st.Success() {
 			t.Fatalf("Wait = %+v, %v", st, err)
 		}

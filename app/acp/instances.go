@@ -154,6 +154,10 @@ type PostRequest struct {
 	Agent    string // the ?agent= query value
 	HasAgent bool   // whether ?agent= was given at all
 	Frame    domain.Frame
+	// NoStart refuses to bootstrap an instance (404 session_not_found):
+	// the request was authorised as acp.send to an existing instance, and
+	// one deleted meanwhile must not be started in its name.
+	NoStart bool
 
 	routes *routes // for a connection of ACP's standard transport (Connect)
 }
@@ -185,6 +189,10 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 				return nil, &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
 			}
 			return in, nil
+		}
+		if req.NoStart {
+			s.mu.Unlock()
+			return nil, notFound(req.ServerID)
 		}
 		if !req.HasAgent {
 			s.mu.Unlock()

@@ -7,6 +7,7 @@
 //
 // It reaches the network and other programs only through the ports
 // (Registry, Downloader, PackageInstaller, Commands) and the disk through
-// afero.Fs. It imports no sibling app package: which agents are running
+// afero.Fs; archives are extracted by the files use case's one extractor,
+// which it sees as Disk (wired by the composition root). It imports no sibling app package: which agents are running
 // comes in as a function (Catalog.Running), wired by the composition root.
 package agents

@@ -64,6 +64,10 @@ type Installer struct {
 	Logger   *slog.Logger
 	// Now is the clock for manifests; nil means time.Now.
 	Now func() time.Time
+	// Disk extracts archives and keeps downloads above the free-space
+	// floor (files.Limits, wired by cmd); nil leaves downloads unguarded
+	// and archives unextractable.
+	Disk Disk
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
@@ -416,6 +420,11 @@ func (in *Installer) pruneStore(store, keep string) {
 // stepFailed is an install_failed error naming the step that failed, with
 // the tail of what it said.
 func stepFailed(agent, step string, err error) error {
+	// Hitting a limit is not a failure of the step: the client is told
+	// which limit (413 --max-extract, 507 --min-free).
+	if e, ok := domain.AsError(err); ok && (e.Kind == domain.KindPayloadTooLarge || e.Kind == domain.KindInsufficientStorage) {
+		return e
+	}
 	msg := err.Error()
 	const max = 8 << 10
 	if len(msg) > max {

@@ -1,10 +1,6 @@
 package agents
 
 import (
-	"archive/tar"
-	"archive/zip"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -19,10 +15,6 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// maxUnpackedBytes bounds what one archive may expand to, so a hostile
-// archive cannot fill the disk.
-const maxUnpackedBytes = 4 << 30
-
 // download fetches url into the file dst.
 func (in *Installer) download(ctx context.Context, agent, url, dst string) error {
 	in.progress(agent, "download %s", url)
@@ -32,7 +24,13 @@ func (in *Installer) download(ctx context.Context, agent, url, dst string) error
 	if err != nil {
 		return stepFailed(agent, "download "+url, err)
 	}
-	_, err = in.Downloader.Download(ctx, url, f)
+	w, err := in.guard(dst, f)
+	if err != nil {
+		f.Close()
+		_ = in.Fs.Remove(dst)
+		return err
+	}
+	_, err = in.Downloader.Download(ctx, url, w)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -65,7 +63,7 @@ func (in *Installer) installArchive(ctx context.Context, agent, prefix string, t
 		cmdName = path.Base(cmdName)
 	} else {
 		in.progress(agent, "unpack %s", path.Base(t.Archive))
-		if err := unpack(in.Fs, tmp, kind, dist); err != nil {
+		if err := in.unpack(ctx, tmp, kind, dist); err != nil {
 			return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
 		}
 		_ = in.Fs.Remove(tmp)
@@ -163,7 +161,7 @@ func (in *Installer) installNative(ctx context.Context, agent string, recipe dom
 	src := tmp
 	if kind := domain.ArchiveKind(url); kind != "raw" {
 		x := filepath.Join(tmpDir, "x")
-		if err := unpack(in.Fs, tmp, kind, x); err != nil {
+		if err := in.unpack(ctx, tmp, kind, x); err != nil {
 			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)
 		}
 		member := n.Member
@@ -190,193 +188,40 @@ func (in *Installer) installNative(ctx context.Context, agent string, recipe dom
 	return domain.Artifact{Kind: domain.ArtifactNativeAgent, Path: dst, Source: domain.SourceFallback, Version: version}, nil
 }
 
-// unpack extracts the archive file src of kind ("zip", "tar.gz", "tar")
-// into dst. Entries that would land outside dst (absolute names, "..",
-// links pointing out) are refused and end the unpacking.
-func unpack(fsys afero.Fs, src, kind, dst string) error {
-	if err := fsys.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	f, err := fsys.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	budget := &budget{left: maxUnpackedBytes}
-	switch kind {
-	case "zip":
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		return unzip(fsys, f, fi.Size(), dst, budget)
-	case "tar.gz":
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			return fmt.Errorf("gzip: %w", err)
-		}
-		defer gz.Close()
-		return untar(fsys, gz, dst, budget)
-	case "tar":
-		return untar(fsys, f, dst, budget)
-	}
-	return fmt.Errorf("unsupported archive kind %q", kind)
-}
-
-type budget struct{ left int64 }
-
-func (b *budget) copy(w io.Writer, r io.Reader) error {
-	n, err := io.Copy(w, io.LimitReader(r, b.left+1))
-	b.left -= n
-	if b.left < 0 {
-		return fmt.Errorf("archive expands to more than %d bytes", int64(maxUnpackedBytes))
-	}
-	return err
-}
-
-func unzip(fsys afero.Fs, r io.ReaderAt, size int64, dst string, b *budget) error {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return fmt.Errorf("zip: %w", err)
-	}
-	for _, zf := range zr.File {
-		name, ok := domain.SafeArchivePath(zf.Name)
-		if !ok {
-			return fmt.Errorf("archive entry %q escapes the target", zf.Name)
-		}
-		target := filepath.Join(dst, filepath.FromSlash(name))
-		mode := zf.Mode()
-		switch {
-		case mode.IsDir():
-			if err := fsys.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case mode&fs.ModeSymlink != 0:
-			rc, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			var link bytes.Buffer
-			_, err = io.Copy(&link, io.LimitReader(rc, 4096))
-			rc.Close()
-			if err != nil {
-				return err
-			}
-			if err := symlink(fsys, dst, name, link.String()); err != nil {
-				return err
-			}
-		default:
-			rc, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			err = writeFile(fsys, target, rc, mode, b)
-			rc.Close()
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func untar(fsys afero.Fs, r io.Reader, dst string, b *budget) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("tar: %w", err)
-		}
-		name, ok := domain.SafeArchivePath(h.Name)
-		if !ok {
-			if path.Clean(strings.ReplaceAll(h.Name, "\\", "/")) == "." {
-				continue // the "./" entry many tars start with
-			}
-			return fmt.Errorf("archive entry %q escapes the target", h.Name)
-		}
-		target := filepath.Join(dst, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := fsys.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := writeFile(fsys, target, tr, h.FileInfo().Mode(), b); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := symlink(fsys, dst, name, h.Linkname); err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			old, ok := domain.SafeArchivePath(h.Linkname)
-			if !ok {
-				return fmt.Errorf("archive link %q -> %q escapes the target", h.Name, h.Linkname)
-			}
-			src, err := fsys.Open(filepath.Join(dst, filepath.FromSlash(old)))
-			if err != nil {
-				return fmt.Errorf("archive link %q: %w", h.Name, err)
-			}
-			err = writeFile(fsys, target, src, h.FileInfo().Mode(), b)
-			src.Close()
-			if err != nil {
-				return err
-			}
-		default:
-			// Devices, fifos and the like have no place in an agent archive.
-		}
-	}
-}
-
-func writeFile(fsys afero.Fs, target string, r io.Reader, mode fs.FileMode, b *budget) error {
-	if err := fsys.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-		return err
-	}
-	perm := fs.FileMode(0o644)
-	if mode&0o111 != 0 {
-		perm = 0o755
-	}
-	f, err := fsys.Create(target)
-	if err != nil {
-		return err
-	}
-	err = b.copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return fsys.Chmod(target, perm)
-}
-
-// symlink creates a link at name inside root when its target stays inside
-// root; filesystems without links get nothing (the command is then looked
-// up by name).
-func symlink(fsys afero.Fs, root, name, target string) error {
-	if strings.HasPrefix(target, "/") {
-		return fmt.Errorf("archive link %q -> %q escapes the target", name, target)
-	}
-	if _, ok := domain.SafeArchivePath(path.Join(path.Dir(name), target)); !ok {
-		return fmt.Errorf("archive link %q -> %q escapes the target", name, target)
-	}
-	l, ok := fsys.(afero.Linker)
-	if !ok {
-		return nil
-	}
-	p := filepath.Join(root, filepath.FromSlash(name))
-	if err := fsys.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return l.SymlinkIfPossible(target, p)
-}
-
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// Disk is what installs need from the files use case, wired by the
+// composition root: the daemon's one archive extractor (confined to its
+// target, counted against --max-extract) and the free-space floor
+// (--min-free). Both fail with domain errors (413, 507) that reach the
+// client as they are.
+type Disk interface {
+	// Unpack extracts the archive file src of kind ("zip", "tar.gz",
+	// "tar") into the directory dst of fsys; links are skipped where fsys
+	// has none. It never writes outside dst.
+	Unpack(ctx context.Context, fsys afero.Fs, src, kind, dst string) error
+	// GuardWriter wraps w, a writer to a new file at path, so that writing
+	// stops with insufficient_storage below the floor.
+	GuardWriter(path string, w io.Writer) (io.Writer, error)
+}
+
+// unpack extracts through Disk.
+func (in *Installer) unpack(ctx context.Context, src, kind, dst string) error {
+	if in.Disk == nil {
+		return errors.New("no archive extractor configured")
+	}
+	return in.Disk.Unpack(ctx, in.Fs, src, kind, dst)
+}
+
+// guard wraps a download's writer with the free-space floor, if any.
+func (in *Installer) guard(path string, w io.Writer) (io.Writer, error) {
+	if in.Disk == nil {
+		return w, nil
+	}
+	return in.Disk.GuardWriter(path, w)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -23,13 +24,50 @@ import (
 // confines config too and --fs memory keeps it in memory); Base is where a
 // relative directory resolves (the daemon's working directory, or the
 // --fs-root). Writes replace the file atomically (temporary file + rename);
-// read-modify-write cycles are serialised, so concurrent PUTs do not lose
-// entries.
+// read-modify-write cycles are serialised per directory, so concurrent PUTs
+// do not lose entries, and a directory whose disk is slow (or whose config
+// "file" is a FIFO an agent made) never holds up another directory. Config
+// files are opened without blocking and must be regular files (400
+// otherwise).
 type ConfigStore struct {
 	Fs   afero.Fs
 	Base string
 
-	mu sync.Mutex
+	mu    sync.Mutex
+	locks map[string]*dirLock // by config directory; entries live while in use
+}
+
+// dirLock serialises one directory's read-modify-write cycles; users
+// counts holders and waiters, so the map entry goes when nobody needs it.
+type dirLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock takes the lock of the config directory holding p and returns its
+// release.
+func (s *ConfigStore) lock(p string) func() {
+	dir := path.Dir(p)
+	s.mu.Lock()
+	if s.locks == nil {
+		s.locks = map[string]*dirLock{}
+	}
+	l := s.locks[dir]
+	if l == nil {
+		l = &dirLock{}
+		s.locks[dir] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.locks, dir)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // MCP returns one MCP server entry, or session_not_found "mcp:<name>".
@@ -112,9 +150,9 @@ func getEntry[T json.Marshaler](s *ConfigStore, dir, name string, cf configFile[
 	if err != nil {
 		return zero, err
 	}
-	s.mu.Lock()
+	unlock := s.lock(p)
 	entries, err := readConfig(s.Fs, p, cf)
-	s.mu.Unlock()
+	unlock()
 	if err != nil {
 		return zero, err
 	}
@@ -133,8 +171,7 @@ func setEntry[T json.Marshaler](s *ConfigStore, dir, name string, v *T, cf confi
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lock(p)()
 	entries, err := readConfig(s.Fs, p, cf)
 	if err != nil {
 		return err
@@ -151,9 +188,12 @@ func setEntry[T json.Marshaler](s *ConfigStore, dir, name string, v *T, cf confi
 }
 
 func readConfig[T json.Marshaler](fsys afero.Fs, p string, cf configFile[T]) (map[string]T, error) {
-	b, err := afero.ReadFile(fsys, p)
+	b, err := readRegular(fsys, p, maxConfigBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]T{}, nil
+	}
+	if errors.Is(err, domain.ErrNotRegular) {
+		return nil, domain.InvalidRequest("config file is not a regular file: %s", p)
 	}
 	if err != nil {
 		return nil, fsError(p, err)
@@ -163,6 +203,27 @@ func readConfig[T json.Marshaler](fsys afero.Fs, p string, cf configFile[T]) (ma
 		return nil, domain.InvalidRequest("invalid config file %s: %v", p, err)
 	}
 	return entries, nil
+}
+
+// maxConfigBytes bounds a config file read into memory.
+const maxConfigBytes = 16 << 20
+
+// readRegular reads a regular file of at most max bytes, opened without
+// blocking (a FIFO or device is refused at once, never waited on).
+func readRegular(fsys afero.Fs, p string, max int64) ([]byte, error) {
+	f, err := openRegular(fsys, p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, domain.InvalidRequest("config file is larger than %d bytes: %s", max, p)
+	}
+	return b, nil
 }
 
 // writeConfig replaces the file at p with b through a temporary file in the

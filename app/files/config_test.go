@@ -175,3 +175,33 @@ func TestConfigConcurrentWrites(t *testing.T) {
 		t.Fatalf("%d entries survived:\n%s", n, file)
 	}
 }
+
+// TestConfigLocksPerDirectory: a directory whose config is held (a slow
+// disk, a stuck read) does not hold up another directory.
+func TestConfigLocksPerDirectory(t *testing.T) {
+	s := newConfigStore(t)
+	ctx := context.Background()
+	if err := s.SetMCP(ctx, "/b", "m", mustMCP(t, `{"type":"remote","url":"https://x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.path("/a", "m", "mcpName", "mcp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := s.lock(p) // /a is busy
+	if _, err := s.MCP(ctx, "/b", "m"); err != nil {
+		t.Fatalf("/b while /a is busy: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := s.MCP(ctx, "/a", "m"); got <- err }()
+	release()
+	if err := <-got; !domain.IsKind(err, domain.KindSessionNotFound) {
+		t.Fatalf("/a after release: %v", err)
+	}
+	s.mu.Lock()
+	n := len(s.locks)
+	s.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d locks kept after use", n)
+	}
+}

@@ -2,6 +2,8 @@ package files
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -16,6 +18,11 @@ func (f *Files) Dir(ctx context.Context, p string) (string, error) {
 		return "", err
 	}
 	fi, err := f.Fs.Stat(target)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A missing working directory is a bad argument of the request
+		// (400), not a missing resource at its URL (404 not_found).
+		return "", &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path not found: " + target, Err: err}
+	}
 	if err != nil {
 		return "", fsError(target, err)
 	}

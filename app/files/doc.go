@@ -5,6 +5,12 @@
 // directory for --fs-root, or memory) and share one mapping of filesystem
 // errors to domain kinds, which is why they are one package.
 //
-// It imports no sibling app package and no port: the filesystem port is
-// afero.Fs itself.
+// It also holds the daemon's one archive extractor (extract.go): upload-batch
+// uses it with all-or-nothing staging, and agent installs reach it through
+// Limits (agents.Disk, wired by the composition root), so both follow the
+// same rules and limits (--max-extract, --min-free).
+//
+// It imports no sibling app package; from ports only the filesystem's
+// optional abilities (ports.Confiner, ports.RegularOpener) and DiskSpace:
+// the filesystem port is afero.Fs itself.
 package files

@@ -28,6 +28,16 @@ import (
 type Files struct {
 	Fs   afero.Fs
 	Home string
+	// Root, when set, is the directory Fs is confined to (--fs-root):
+	// deleting it is refused, as deleting "/" is.
+	Root string
+
+	// Limits bound what writes may take from the disk (--max-extract,
+	// --min-free). MaxUpload, when positive, also bounds what one
+	// upload-batch expands to, so --max-upload means the same for PUT and
+	// upload-batch.
+	Limits
+	MaxUpload int64
 }
 
 // Resolve turns a client path into the absolute path used on Fs.
@@ -70,6 +80,7 @@ func (f *Files) Entries(ctx context.Context, p string) ([]domain.FSEntry, error)
 			EntryType: entryType(fi),
 			Size:      fi.Size(),
 			Modified:  modified(fi),
+			Symlink:   isLink(fi),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -96,24 +107,16 @@ func (f *Files) Open(ctx context.Context, p string) (afero.File, fs.FileInfo, er
 	if err != nil {
 		return nil, nil, err
 	}
-	// Stat first so a FIFO or device is refused before an open could block.
-	fi, err := f.Fs.Stat(target)
+	// Opened without blocking, so a FIFO or device (even one swapped in
+	// after a check) is refused instead of hanging the request.
+	file, err := openRegular(f.Fs, target)
 	if err != nil {
 		return nil, nil, fsError(target, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, domain.InvalidRequest("path is not a file: %s", target)
-	}
-	file, err := f.Fs.Open(target)
+	fi, err := file.Stat()
 	if err != nil {
-		return nil, nil, fsError(target, err)
-	}
-	if fi, err = file.Stat(); err != nil || !fi.Mode().IsRegular() {
 		file.Close()
-		if err != nil {
-			return nil, nil, fsError(target, err)
-		}
-		return nil, nil, domain.InvalidRequest("path is not a file: %s", target)
+		return nil, nil, fsError(target, err)
 	}
 	return file, fi, nil
 }
@@ -124,7 +127,10 @@ func (f *Files) Open(ctx context.Context, p string) (afero.File, fs.FileInfo, er
 // file as it was. A link at p is followed, so the file it names is replaced
 // and the link kept. Errors from body are returned unchanged when they are
 // domain errors (the HTTP adapter's size limit), else as invalid_request.
-func (f *Files) Write(ctx context.Context, p string, body io.Reader) (domain.FSWrite, error) {
+// size is the body's declared length (-1 unknown): a body that would leave
+// less than MinFree free is refused before a byte is written, and the free
+// space is checked again as it arrives.
+func (f *Files) Write(ctx context.Context, p string, body io.Reader, size int64) (domain.FSWrite, error) {
 	target, err := f.Resolve(p)
 	if err != nil {
 		return domain.FSWrite{}, err
@@ -140,10 +146,19 @@ func (f *Files) Write(ctx context.Context, p string, body io.Reader) (domain.FSW
 		}
 		perm = fi.Mode().Perm()
 	}
+	guard, err := newSpaceGuard(f.Space, f.MinFree, real)
+	if err != nil {
+		return domain.FSWrite{}, err
+	}
+	if size > 0 {
+		if err := guard.reserve(size); err != nil {
+			return domain.FSWrite{}, err
+		}
+	}
 	if err := f.ensureDir(path.Dir(real), target); err != nil {
 		return domain.FSWrite{}, err
 	}
-	n, err := f.writeAtomic(ctx, real, body, perm)
+	n, err := f.writeAtomic(ctx, real, body, perm, guard)
 	if err != nil {
 		return domain.FSWrite{}, fsError(target, err)
 	}
@@ -210,7 +225,7 @@ type writerOnly struct{ io.Writer }
 
 // writeAtomic streams r into a new temporary file next to dst and renames it
 // over dst. On any failure the temporary file is removed.
-func (f *Files) writeAtomic(ctx context.Context, dst string, r io.Reader, perm fs.FileMode) (int64, error) {
+func (f *Files) writeAtomic(ctx context.Context, dst string, r io.Reader, perm fs.FileMode, guard *spaceGuard) (int64, error) {
 	tmp, err := afero.TempFile(f.Fs, path.Dir(dst), ".sandbox-agent-upload-*")
 	if err != nil {
 		return 0, err
@@ -225,7 +240,7 @@ func (f *Files) writeAtomic(ctx context.Context, dst string, r io.Reader, perm f
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	src := &trackedReader{r: r}
-	n, err := io.CopyBuffer(writerOnly{tmp}, src, *bp)
+	n, err := io.CopyBuffer(guard.writer(writerOnly{tmp}), src, *bp)
 	if err != nil {
 		if src.err != nil {
 			return n, &readError{src.err}
@@ -255,8 +270,8 @@ func (f *Files) Delete(ctx context.Context, p string, recursive bool) (string, e
 	if err != nil {
 		return "", err
 	}
-	if target == "/" {
-		return "", domain.InvalidRequest("refusing to delete /")
+	if target == "/" || (f.Root != "" && target == f.Root) {
+		return "", domain.InvalidRequest("refusing to delete the filesystem root: %s", target)
 	}
 	fi, err := f.lstat(target)
 	if err != nil {
@@ -404,7 +419,8 @@ func modified(fi fs.FileInfo) string {
 }
 
 // fsError maps a filesystem error on p to the kinds of api.md section 6:
-// missing → 400 "path not found", outside a confined root → 400, a broken
+// missing → 404 not_found "path not found", outside a confined root → 400,
+// not a regular file or a name too long → 400, a broken
 // upload → 400, anything else → 502 stream_error whose message is only the
 // innermost cause (e.g. "permission denied"), never a host path the client
 // did not name. Domain errors pass through.
@@ -425,7 +441,11 @@ func fsError(p string, err error) error {
 	case errors.Is(err, domain.ErrOutsideRoot):
 		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path escapes the filesystem root: " + p, Err: err}
 	case errors.Is(err, fs.ErrNotExist):
-		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path not found: " + p, Err: err}
+		return &domain.Error{Kind: domain.KindNotFound, Msg: "path not found: " + p, Err: err}
+	case errors.Is(err, domain.ErrNotRegular):
+		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path is not a file: " + p, Err: err}
+	case errors.Is(err, domain.ErrNameTooLong):
+		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "name too long: " + clip(p, 256), Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
@@ -442,4 +462,12 @@ func innermost(err error) error {
 		}
 		err = next
 	}
+}
+
+// clip shortens s to n bytes for a message.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }

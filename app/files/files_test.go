@@ -89,8 +89,9 @@ func TestFilesEntries(t *testing.T) {
 		t.Fatalf("absolute listing = %+v, %v", abs, err)
 	}
 
+	_, err = f.Entries(ctx, "nope")
+	wantErr(t, err, domain.KindNotFound, "path not found: /home/u/nope")
 	for _, tt := range []struct{ p, msg string }{
-		{"nope", "path not found: /home/u/nope"},
 		{"a.txt", "path is not a directory: /home/u/a.txt"},
 		{"../etc", "invalid relative path: ../etc"},
 		{"dir/../..", "invalid relative path"},
@@ -113,7 +114,7 @@ func TestFilesStatAndOpen(t *testing.T) {
 		t.Fatalf("stat file = %+v, %v", st, err)
 	}
 	_, err = f.Stat(ctx, "missing")
-	wantErr(t, err, domain.KindInvalidRequest, "path not found: /home/u/missing")
+	wantErr(t, err, domain.KindNotFound, "path not found: /home/u/missing")
 
 	file, fi, err := f.Open(ctx, "b.txt")
 	if err != nil {
@@ -127,7 +128,7 @@ func TestFilesStatAndOpen(t *testing.T) {
 	_, _, err = f.Open(ctx, "dir")
 	wantErr(t, err, domain.KindInvalidRequest, "path is not a file: /home/u/dir")
 	_, _, err = f.Open(ctx, "nope")
-	wantErr(t, err, domain.KindInvalidRequest, "path not found")
+	wantErr(t, err, domain.KindNotFound, "path not found")
 }
 
 // failingReader yields some bytes, then err.
@@ -149,7 +150,7 @@ func TestFilesWrite(t *testing.T) {
 	f := memFiles(t)
 	ctx := context.Background()
 
-	res, err := f.Write(ctx, "new/deep/file.txt", strings.NewReader("hello"))
+	res, err := f.Write(ctx, "new/deep/file.txt", strings.NewReader("hello"), -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestFilesWrite(t *testing.T) {
 	}
 
 	// Overwrite in place; nothing else is left in the directory.
-	if _, err := f.Write(ctx, "a.txt", strings.NewReader("replaced")); err != nil {
+	if _, err := f.Write(ctx, "a.txt", strings.NewReader("replaced"), -1); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, f.Fs, "/home/u/a.txt"); got != "replaced" {
@@ -170,11 +171,11 @@ func TestFilesWrite(t *testing.T) {
 
 	// A failing upload leaves the old file and no temporary file.
 	limit := &domain.Error{Kind: domain.KindPayloadTooLarge, Msg: "too big"}
-	_, err = f.Write(ctx, "a.txt", &failingReader{data: []byte("partial"), err: limit})
+	_, err = f.Write(ctx, "a.txt", &failingReader{data: []byte("partial"), err: limit}, -1)
 	if !errors.Is(err, limit) {
 		t.Fatalf("size-limit error not passed through: %v", err)
 	}
-	_, err = f.Write(ctx, "a.txt", &failingReader{data: []byte("partial"), err: io.ErrUnexpectedEOF})
+	_, err = f.Write(ctx, "a.txt", &failingReader{data: []byte("partial"), err: io.ErrUnexpectedEOF}, -1)
 	wantErr(t, err, domain.KindInvalidRequest, "reading upload")
 	if got := readAll(t, f.Fs, "/home/u/a.txt"); got != "replaced" {
 		t.Fatalf("failed upload changed the file: %q", got)
@@ -186,11 +187,11 @@ func TestFilesWrite(t *testing.T) {
 		}
 	}
 
-	_, err = f.Write(ctx, "dir", strings.NewReader("x"))
+	_, err = f.Write(ctx, "dir", strings.NewReader("x"), -1)
 	wantErr(t, err, domain.KindInvalidRequest, "path is not a file: /home/u/dir")
-	_, err = f.Write(ctx, "../x", strings.NewReader("x"))
+	_, err = f.Write(ctx, "../x", strings.NewReader("x"), -1)
 	wantErr(t, err, domain.KindInvalidRequest, "invalid relative path")
-	_, err = f.Write(ctx, "a.txt/child", strings.NewReader("x"))
+	_, err = f.Write(ctx, "a.txt/child", strings.NewReader("x"), -1)
 	if err == nil {
 		t.Fatal("writing below a file succeeded")
 	}
@@ -205,7 +206,7 @@ func TestFilesWriteFollowsLinks(t *testing.T) {
 	if err := os.Symlink("real.txt", path.Join(dir, "link.txt")); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.Write(context.Background(), "link.txt", strings.NewReader("new"))
+	res, err := f.Write(context.Background(), "link.txt", strings.NewReader("new"), -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestFilesDeleteMkdirMove(t *testing.T) {
 		{name: "delete recursive", run: func(f *Files) error { _, err := f.Delete(ctx, "/home/u/dir", true); return err },
 			gone: []string{"/home/u/dir", "/home/u/dir/sub/x.bin"}},
 		{name: "delete missing", run: func(f *Files) error { _, err := f.Delete(ctx, "nope", true); return err },
-			kind: domain.KindInvalidRequest, msg: "path not found: /home/u/nope"},
+			kind: domain.KindNotFound, msg: "path not found: /home/u/nope"},
 		{name: "delete root refused", run: func(f *Files) error { _, err := f.Delete(ctx, "/", true); return err },
 			kind: domain.KindInvalidRequest, msg: "refusing", kept: []string{"/outside/untouched.txt"}},
 		{name: "mkdir -p", run: func(f *Files) error {
@@ -276,7 +277,7 @@ func TestFilesDeleteMkdirMove(t *testing.T) {
 		{name: "move over own parent", run: func(f *Files) error { _, _, err := f.Move(ctx, "dir/sub", "dir", true); return err },
 			kind: domain.KindInvalidRequest, msg: "contains the source", kept: []string{"/home/u/dir/sub/x.bin"}},
 		{name: "move missing source", run: func(f *Files) error { _, _, err := f.Move(ctx, "nope", "x", false); return err },
-			kind: domain.KindInvalidRequest, msg: "path not found: /home/u/nope"},
+			kind: domain.KindNotFound, msg: "path not found: /home/u/nope"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,9 +5,28 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 )
+
+// fsLimits are the server flags bounding what writes may take from the
+// disk: --max-extract and --min-free.
+type fsLimits struct {
+	maxExtract, minFree int64
+}
+
+func (l *fsLimits) register(fs *pflag.FlagSet) {
+	fs.Int64Var(&l.maxExtract, "max-extract", files.DefaultMaxExtract, "largest total size in bytes, holes included, one upload-batch or agent archive may expand to (413 past it)")
+	fs.Int64Var(&l.minFree, "min-free", files.AutoMinFree, "bytes a PUT, extraction or install must leave free on its filesystem (507 otherwise); -1: 1 GiB or 5% of the filesystem, whichever is smaller; 0: no check")
+}
+
+// limits are the disk limits of the host filesystem, for Files and for
+// agent installs (the installer's agents.Disk).
+func (l fsLimits) limits() files.Limits {
+	return files.Limits{MaxExtract: l.maxExtract, Space: fsys.Statfs{}, MinFree: l.minFree}
+}
 
 // newFilesystem builds the filesystem behind /v1/fs and /v1/config from
 // --fs and --fs-root. The same backend serves both, so --fs-root confines
@@ -18,8 +37,9 @@ import (
 //     directory, as in the reference;
 //   - --fs-root DIR: every path confined to DIR with os.Root; relative fs
 //     paths and config directories both resolve against DIR;
-//   - --fs memory: an empty in-memory filesystem holding $HOME and the
-//     working directory, for tests and demos.
+//   - --fs memory: an in-memory filesystem holding only $HOME and the
+//     working directory (with their parents), for tests and demos; no
+//     free-space check.
 //
 // The returned func releases the backend.
 func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), error) {
@@ -43,7 +63,8 @@ func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), er
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--fs-root: %w", err)
 		}
-		return &files.Files{Fs: root, Home: root.Dir()}, &files.ConfigStore{Fs: root, Base: root.Dir()}, func() { root.Close() }, nil
+		fl := &files.Files{Fs: root, Home: root.Dir(), Root: root.Dir(), Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload}
+		return fl, &files.ConfigStore{Fs: root, Base: root.Dir()}, func() { root.Close() }, nil
 	case f.fsBackend == "memory":
 		mem := fsys.NewMemory()
 		for _, dir := range []string{home, cwd} {
@@ -51,10 +72,12 @@ func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), er
 				return nil, nil, nil, fmt.Errorf("memory filesystem: %w", err)
 			}
 		}
-		return &files.Files{Fs: mem, Home: home}, &files.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
+		fl := &files.Files{Fs: mem, Home: home, Limits: files.Limits{MaxExtract: f.fsLimits.maxExtract}, MaxUpload: f.maxUpload}
+		return fl, &files.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
 	case f.fsBackend == "os":
 		host := fsys.NewOS()
-		return &files.Files{Fs: host, Home: home}, &files.ConfigStore{Fs: host, Base: cwd}, func() {}, nil
+		fl := &files.Files{Fs: host, Home: home, Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload}
+		return fl, &files.ConfigStore{Fs: host, Base: cwd}, func() {}, nil
 	}
 	return nil, nil, nil, usagef("--fs must be os or memory, got %q", f.fsBackend)
 }

@@ -12,14 +12,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/afero"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/npm"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/registry"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
+	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -54,7 +55,8 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *agents.In
 		}
 	}
 	return &agents.Installer{
-		Fs:          afero.NewOsFs(),
+		Fs:          fsys.NewOS(),
+		Disk:        files.Limits{Space: fsys.Statfs{}, MinFree: files.AutoMinFree},
 		Dir:         installDir(),
 		Registry:    reg,
 		Downloader:  reg,

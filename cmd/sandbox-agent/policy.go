@@ -29,7 +29,7 @@ type policyFlags struct {
 }
 
 func (p *policyFlags) register(fs *pflag.FlagSet) {
-	fs.Var((*policySpecs)(&p.specs), "policy", "auth policy run after the bearer check: FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB] (repeatable; in order, first deny wins)")
+	fs.Var((*policySpecs)(&p.specs), "policy", "auth policy: FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB] (repeatable; run in order before the token check: the first deny or grant decides)")
 	fs.StringVar(&p.cache, "policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
 }
 
@@ -170,7 +170,9 @@ func newPolicyCmd() *cobra.Command {
 		Long: `Runs the policy POLICY (FILE.wasm[,config=FILE][,...], as for server --policy)
 against CASES, a JSON file holding an array of
   {"name": "...", "request": {AuthRequest}, "config": {...}?,
-   "want": {"allow": bool, "status"?: N, "message"?: "..."}}
+   "want": {"decision"?: "deny"|"pass"|"grant", "allow"?: bool, "status"?: N, "message"?: "...", "principal"?: "..."}}
+("allow": true accepts pass or grant; a request's "action", "implies", "fsPath",
+"fsDest" and "principal" are what the daemon would decide and pass on.)
 and prints one line per case. Exits 1 when any case does not match.`,
 		Example: "  sandbox-agent policy test readonly.wasm,config=readonly.json cases.json",
 		Args:    argsBetween(2, 2),

@@ -78,7 +78,15 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	wireInstaller(agents, log)
-	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), "SANDBOX_AGENT_TOKEN"), Supervisor: supervisorExe()}
+	tokens, tokenSource, stopTokens, err := startTokens(f.token, f.tokenFromEnv, f.auth.tokenFile, log)
+	if err != nil {
+		return err
+	}
+	defer stopTokens()
+	// startTokens has removed the token from the environment; the filter
+	// stays as a second guard.
+	agents.Installer.Disk = f.fsLimits.limits()
+	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), tokenEnv), Supervisor: supervisorExe()}
 	instances := acp.NewInstances(opts, runner, agents)
 
 	files, configs, closeFs, err := newFilesystem(f)
@@ -94,21 +102,32 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	defer stopPolicies()
 
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// On a loopback listener, Host must name the loopback (or an
+	// --allowed-host): a DNS-rebinding page's requests carry its own name.
+	checkHost := isLoopback(ln.Addr()) || len(f.auth.allowedHosts) > 0
+	warnIfExposed(log, ln.Addr(), tokens, authz != nil)
+
 	httpCfg := httpapi.Config{
-		Version:    version,
-		Logger:     log,
-		Instances:  instances,
-		Token:      f.token,
-		CORS:       cors,
-		MaxACPBody: f.maxACPBody,
-		Files:      files,
-		Config:     configs,
-		MaxUpload:  f.maxUpload,
-		UI:         inspector.Handler(),
-		Docs:       inspector.Docs(),
-		Catalog:    newCatalog(agents, instances),
-		Authorizer: authz,
-		Processes:  procSvc,
+		Version:      version,
+		Logger:       log,
+		Instances:    instances,
+		Tokens:       tokens,
+		CORS:         cors,
+		CheckHost:    checkHost,
+		AllowedHosts: f.auth.allowedHosts,
+		MaxACPBody:   f.maxACPBody,
+		Files:        files,
+		Config:       configs,
+		MaxUpload:    f.maxUpload,
+		UI:           inspector.Handler(),
+		Docs:         inspector.Docs(),
+		Catalog:      newCatalog(agents, instances),
+		Authorizer:   authz,
+		Processes:    procSvc,
 
 		MetricsPublic:      f.metricsPublic,
 		StreamWriteTimeout: f.streamWrite,
@@ -116,13 +135,10 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	f.limits.applyHTTP(&httpCfg)
 	handler := httpapi.New(httpCfg)
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	ln = f.limits.listener(ln)
+	ln = httpapi.WrapListener(f.limits.listener(ln), httpapi.DefaultMaxHeaderBytes)
 	srv := &http.Server{
 		Handler:           handler,
+		MaxHeaderBytes:    httpapi.DefaultMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		Protocols:         serverProtocols(),
@@ -131,7 +147,8 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version, "auth", f.token != "", "gomaxprocs", procs)
+	log.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version,
+		"token", tokenSource != "", "token_source", tokenSource, "host_check", checkHost, "gomaxprocs", procs)
 
 	select {
 	case err := <-served:

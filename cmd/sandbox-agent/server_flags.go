@@ -31,8 +31,11 @@ type serverFlags struct {
 	agentsFile                        string
 	fsRoot, fsBackend                 string
 	maxUpload                         int64
+	fsLimits                          fsLimits
 	policy                            policyFlags
 	limits                            limitFlags
+	auth                              authFlags
+	tokenFromEnv                      bool // token came from SANDBOX_AGENT_TOKEN
 }
 
 // register defines the server's flags on fs, in the order --help lists
@@ -42,7 +45,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.StringVarP(&f.host, "host", "H", "127.0.0.1", "address to listen on")
 	fs.StringVarP(&f.port, "port", "p", "2468", "port to listen on")
-	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1 requests and /metrics (default: $SANDBOX_AGENT_TOKEN, else no token)")
+	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1 requests and /metrics (default: $SANDBOX_AGENT_TOKEN, else no token; other local users see flags in ps: prefer the variable or --token-file)")
 	fs.BoolVarP(&f.noToken, "no-token", "n", false, "run without a token (the default; accepted for compatibility)")
 	fs.VarP(&f.corsOrigins, "cors-allow-origin", "O", "allow this CORS origin (repeatable; '*' for any)")
 	fs.VarP(&f.corsMethods, "cors-allow-method", "M", "allow this CORS method (repeatable; default any)")
@@ -65,8 +68,10 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
 	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
 	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")
+	f.fsLimits.register(fs)
 	f.policy.register(fs)
 	f.limits.register(fs)
+	f.auth.register(fs)
 }
 
 // applyEnv fills what comes from the environment when the flag is not
@@ -75,6 +80,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 func (f *serverFlags) applyEnv(fs *pflag.FlagSet) {
 	if !fs.Changed("token") {
 		f.token = os.Getenv("SANDBOX_AGENT_TOKEN")
+		f.tokenFromEnv = f.token != ""
 	}
 }
 

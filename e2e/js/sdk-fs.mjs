@@ -60,7 +60,7 @@ await sdk.moveFs({ from: "sdk/bytes.bin", to: "sdk/dir/moved.txt", overwrite: tr
 assert.deepEqual(await sdk.readFsFile({ path: "sdk/dir/moved.txt" }), all);
 
 // Errors are problems the SDK surfaces.
-await expectError(() => sdk.readFsFile({ path: "sdk/nope" }), 400, `path not found: ${home}/sdk/nope`);
+await expectError(() => sdk.readFsFile({ path: "sdk/nope" }), 404, `path not found: ${home}/sdk/nope`);
 await expectError(() => sdk.listFsEntries({ path: "sdk/dir/moved.txt" }), 400, "path is not a directory");
 await expectError(() => sdk.deleteFsEntry({ path: "sdk/dir" }), 400, "not empty");
 
@@ -79,7 +79,7 @@ await expectError(() => sdk.uploadFsBatch(makeTar([{ name: "../escape.txt", body
 
 // deleteFsEntry.
 assert.deepEqual(await sdk.deleteFsEntry({ path: "sdk/dir", recursive: true }), { path: `${home}/sdk/dir` });
-await expectError(() => sdk.statFs({ path: "sdk/dir" }), 400, "path not found");
+await expectError(() => sdk.statFs({ path: "sdk/dir" }), 404, "path not found");
 
 // MCP config: set, get (normalised), delete, then the 404.
 const q = { directory: `${home}/proj`, mcpName: "github" };

@@ -92,6 +92,9 @@ assert.ok((await sdk.listProcesses({ owner: "user" })).processes.some((p) => p.i
 assert.equal((await sdk.listProcesses({ owner: "system" })).processes.length, 0);
 
 assert.deepEqual(await sdk.sendProcessInput(cat.id, { data: Buffer.from("one\n").toString("base64"), encoding: "base64" }), { bytesWritten: 4 });
+// cat echoes each input in its own log entry only if it read the first one
+// before the second arrived.
+await waitFor(async () => decode((await sdk.getProcessLogs(cat.id)).entries) === "one\n", "cat echoes its first input");
 assert.deepEqual(await sdk.sendProcessInput(cat.id, { data: "two\n", encoding: "utf8" }), { bytesWritten: 4 });
 await waitFor(async () => decode((await sdk.getProcessLogs(cat.id)).entries) === "one\ntwo\n", "cat echoes its input");
 const logs = await sdk.getProcessLogs(cat.id, { stream: "stdout" });

@@ -263,7 +263,7 @@ async function files() {
   await del.click();
   await page.locator('tr[data-name="moved.txt"] button', { hasText: "Really delete?" }).click();
   await page.locator('tr[data-name="moved.txt"]').waitFor({ state: "detached" });
-  assert.equal((await api("GET", `/v1/fs/stat?path=${encodeURIComponent(home + "/made/moved.txt")}`)).status, 400);
+  assert.equal((await api("GET", `/v1/fs/stat?path=${encodeURIComponent(home + "/made/moved.txt")}`)).status, 404);
 
   step("errors come from the problem detail");
   await page.fill("#fs-path", `${home}/no-such-dir`);

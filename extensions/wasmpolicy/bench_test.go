@@ -34,13 +34,41 @@ func BenchmarkDecision(b *testing.B) {
 		start := time.Now()
 		d, err := set.Authorize(ctx, benchRequest)
 		durs = append(durs, time.Since(start))
-		if err != nil || !d.Allow {
+		if err != nil || !d.Allowed() {
 			b.Fatalf("got %+v, %v", d, err)
 		}
 	}
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+// BenchmarkAnswer compares the answers alone: the fixture answers a fixed
+// pass (what ABI v1 called allow) or a fixed grant with a principal, doing
+// the same work otherwise. A grant must cost no more than an allow did.
+func BenchmarkAnswer(b *testing.B) {
+	for _, answer := range []string{"pass", "grant"} {
+		b.Run(answer, func(b *testing.B) {
+			set, _ := load(b, Spec{Path: fixtureWasm, Config: []byte(`{"fixed":"` + answer + `"}`)})
+			ctx := context.Background()
+			want := domain.Pass
+			if answer == "grant" {
+				want = domain.Grant
+			}
+			durs := make([]time.Duration, 0, 1<<16)
+			for b.Loop() {
+				start := time.Now()
+				d, err := set.Authorize(ctx, benchRequest)
+				durs = append(durs, time.Since(start))
+				if err != nil || d.Verdict != want {
+					b.Fatalf("got %+v, %v", d, err)
+				}
+			}
+			slices.Sort(durs)
+			b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
+			b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
+		})
+	}
 }
 
 // BenchmarkEndlessLoop measures how long a call that never returns takes
@@ -54,17 +82,41 @@ func BenchmarkEndlessLoop(b *testing.B) {
 	loop.Headers = map[string][]string{"x-fixture": {"loop"}}
 	var durs []time.Duration
 	for b.Loop() {
-		if d, err := set.Authorize(ctx, benchRequest); err != nil || !d.Allow {
+		if d, err := set.Authorize(ctx, benchRequest); err != nil || !d.Allowed() {
 			b.Fatalf("warm-up call: %+v, %v", d, err)
 		}
 		start := time.Now()
 		d, err := set.Authorize(ctx, loop)
 		durs = append(durs, time.Since(start))
-		if err != nil || d != failedDecision {
+		if d.By = ""; err != nil || d != failedDecision {
 			b.Fatalf("got %+v, %v", d, err)
 		}
 	}
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1e3, "p50-ms")
 	b.ReportMetric(float64(durs[len(durs)-1].Microseconds())/1e3, "max-ms")
+}
+
+// BenchmarkChainOfTwo is two pooled no-op policies in one Set, both
+// passing: the in-process cost the ACP round trip pays for a chain of two.
+func BenchmarkChainOfTwo(b *testing.B) {
+	h := &Host{cache: testHost(b).cache, logger: testHost(b).logger}
+	set, err := h.Load(context.Background(), []Spec{{Path: fixtureWasm, Name: "a", CallTimeout: relaxed}, {Path: fixtureWasm, Name: "b", CallTimeout: relaxed}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer set.Close(context.Background())
+	ctx := context.Background()
+	durs := make([]time.Duration, 0, 1<<16)
+	for b.Loop() {
+		start := time.Now()
+		d, err := set.Authorize(ctx, benchRequest)
+		durs = append(durs, time.Since(start))
+		if err != nil || d.Verdict != domain.Pass {
+			b.Fatalf("got %+v, %v", d, err)
+		}
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
 }

@@ -22,13 +22,17 @@ type Case struct {
 	Want   Want            `json:"want"`
 }
 
-// Want is an expected decision. Status and Message are compared only when
-// set (a deny's status is the one the daemon would send: 403 when the
-// policy gives none).
+// Want is an expected decision. Decision ("deny", "pass" or "grant") is
+// compared when set; otherwise Allow says whether the request gets through
+// (pass or grant: the ABI v1 form). Status, Message and Principal are
+// compared only when set (a deny's status is the one the daemon would send:
+// 403 when the policy gives none).
 type Want struct {
-	Allow   bool   `json:"allow"`
-	Status  int    `json:"status,omitempty"`
-	Message string `json:"message,omitempty"`
+	Decision  string `json:"decision,omitempty"`
+	Allow     bool   `json:"allow"`
+	Status    int    `json:"status,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Principal string `json:"principal,omitempty"`
 }
 
 // ReadCases reads a case file.
@@ -91,24 +95,50 @@ func (h *Host) RunCases(ctx context.Context, spec Spec, cases []Case, w io.Write
 }
 
 func (w Want) mismatch(got domain.Decision) string {
-	switch {
-	case got.Allow != w.Allow, !w.Allow && w.Status != 0 && got.Status != w.Status,
-		!w.Allow && w.Message != "" && got.Message != w.Message:
-		return fmt.Sprintf("got %s, want %s", describeDecision(got.Allow, got.Status, got.Message), describeDecision(w.Allow, w.Status, w.Message))
+	verdictOK := got.Allowed() == w.Allow
+	if w.Decision != "" {
+		verdictOK = got.Verdict.String() == w.Decision
+	}
+	deny := got.Verdict == domain.Deny
+	if !verdictOK || (deny && w.Status != 0 && got.Status != w.Status) ||
+		(deny && w.Message != "" && got.Message != w.Message) ||
+		(w.Principal != "" && got.Principal != w.Principal) {
+		return fmt.Sprintf("got %s, want %s", describeGot(got), w.describe())
 	}
 	return ""
 }
 
-func describeDecision(allow bool, status int, msg string) string {
-	if allow {
-		return "allow"
+func describeGot(d domain.Decision) string {
+	s := d.Verdict.String()
+	if d.Verdict == domain.Deny {
+		if d.Status != 0 {
+			s += fmt.Sprintf(" %d", d.Status)
+		}
+		if d.Message != "" {
+			s += fmt.Sprintf(" %q", d.Message)
+		}
+	} else if d.Principal != "" {
+		s += fmt.Sprintf(" as %q", d.Principal)
 	}
-	s := "deny"
-	if status != 0 {
-		s += fmt.Sprintf(" %d", status)
+	return s
+}
+
+func (w Want) describe() string {
+	s := w.Decision
+	if s == "" {
+		s = "deny"
+		if w.Allow {
+			s = "allow"
+		}
 	}
-	if msg != "" {
-		s += fmt.Sprintf(" %q", msg)
+	if w.Status != 0 {
+		s += fmt.Sprintf(" %d", w.Status)
+	}
+	if w.Message != "" {
+		s += fmt.Sprintf(" %q", w.Message)
+	}
+	if w.Principal != "" {
+		s += fmt.Sprintf(" as %q", w.Principal)
 	}
 	return s
 }

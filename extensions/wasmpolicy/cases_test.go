@@ -33,7 +33,7 @@ func TestRunCases(t *testing.T) {
 	want := `ok    plain allow
 ok    header deny
 ok    config deny
-FAIL  wrong expectation: got allow, want deny
+FAIL  wrong expectation: got pass, want deny
 FAIL  case 5: got deny 451 "fixture says no", want deny 400
 `
 	if failed != 2 || out.String() != want {

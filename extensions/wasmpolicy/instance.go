@@ -25,6 +25,8 @@ type instance struct {
 	// The input buffer the guest handed out by policy_alloc.
 	inPtr, inCap uint32
 	stack        [2]uint64
+	// version is the ABI version the module was built for.
+	version uint32
 	// broken is set after a trap, a timeout, or an answer that could not be
 	// read: the instance's state is unknown and it must be thrown away.
 	broken bool
@@ -59,9 +61,11 @@ func (in *instance) setup(ctx context.Context, config []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", abi.ExportVersion, describe(err))
 	}
-	if v := uint32(res[0]); v != abi.Version {
-		return fmt.Errorf("module was built for policy ABI v%d, but this daemon speaks ABI v%d; rebuild it with a matching SDK", v, abi.Version)
+	v := uint32(res[0])
+	if v < abi.MinVersion || v > abi.Version {
+		return fmt.Errorf("module was built for policy ABI v%d, but this daemon speaks ABI v%d to v%d; rebuild it with a matching SDK", v, abi.MinVersion, abi.Version)
 	}
+	in.version = v
 	ptr, err := in.write(ctx, config)
 	if err != nil {
 		return err
@@ -136,7 +140,7 @@ func (in *instance) authorize(ctx context.Context, record []byte, timeout time.D
 	if err != nil {
 		return domain.Decision{}, err
 	}
-	d, failure, err := abi.ParseAnswer(out)
+	d, failure, err := abi.ParseAnswer(out, in.version)
 	switch {
 	case err != nil:
 		return domain.Decision{}, err
@@ -147,10 +151,11 @@ func (in *instance) authorize(ctx context.Context, record []byte, timeout time.D
 }
 
 // normalise makes a deny renderable: a status outside 400-599 becomes 403,
-// an empty message "denied by policy", a long one is cut.
+// an empty message "denied by policy", a long one is cut. A principal is
+// cut like a message.
 func normalise(d domain.Decision) domain.Decision {
-	if d.Allow {
-		return domain.Decision{Allow: true}
+	if d.Verdict != domain.Deny {
+		return domain.Decision{Verdict: d.Verdict, Principal: truncate(d.Principal)}
 	}
 	if d.Status < 400 || d.Status > 599 {
 		d.Status = 403

@@ -3,6 +3,7 @@ package wasmpolicy
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -32,10 +33,11 @@ func decide(t *testing.T, a interface {
 	if err != nil {
 		t.Fatalf("Authorize: %v", err)
 	}
+	d.By = "" // tested on its own in TestChain
 	return d
 }
 
-var allow = domain.Decision{Allow: true}
+var allow = domain.Decision{Verdict: domain.Pass}
 
 func TestDecisions(t *testing.T) {
 	set, _ := load(t, Spec{Path: fixtureWasm})
@@ -166,7 +168,7 @@ func TestFailOpen(t *testing.T) {
 	if attrs, ok := logs.find("policy failed"); !ok || attrs["fail_open"] != "true" {
 		t.Errorf("failure not logged: %v", attrs)
 	}
-	if got := decide(t, set, fixtureReq("deny")); got.Allow {
+	if got := decide(t, set, fixtureReq("deny")); got.Allowed() {
 		t.Error("fail=open policy's own deny was ignored")
 	}
 }
@@ -245,7 +247,8 @@ func TestLoadRefuses(t *testing.T) {
 	}{
 		{"missing export", wasmModule(full[:3]...), []string{"does not export policy_authorize"}},
 		{"wrong signature", wasmModule(append(full[:3:3], wasmFunc{"policy_authorize", []byte{tI32}, []byte{tI64}, i64Const(0)})...), []string{"policy_authorize has the wrong signature"}},
-		{"wrong ABI version", wasmModule(abiFuncs(2, i64Const(0))...), []string{"ABI v2", "ABI v1"}},
+		{"unknown ABI version", wasmModule(abiFuncs(3, i64Const(0))...), []string{"ABI v3", "ABI v1 to v2"}},
+		{"ABI version 0", wasmModule(abiFuncs(0, i64Const(0))...), []string{"ABI v0", "ABI v1 to v2"}},
 		{"not wasm", []byte("hello"), []string{"compile"}},
 		{"version traps", wasmModule(append([]wasmFunc{{"policy_abi_version", nil, []byte{tI32}, unreachable}}, full[1:]...)...), []string{"policy_abi_version", "unreachable"}},
 	}
@@ -268,8 +271,8 @@ func TestLoadRefuses(t *testing.T) {
 		}
 	})
 	t.Run("one bad spec fails the set", func(t *testing.T) {
-		_, err := testHost(t).Load(context.Background(), []Spec{{Path: fixtureWasm}, {Path: writeModule(t, "v2", wasmModule(abiFuncs(2, i64Const(0))...))}})
-		if err == nil || !strings.Contains(err.Error(), "policy v2") {
+		_, err := testHost(t).Load(context.Background(), []Spec{{Path: fixtureWasm}, {Path: writeModule(t, "v3", wasmModule(abiFuncs(3, i64Const(0))...))}})
+		if err == nil || !strings.Contains(err.Error(), "policy v3") {
 			t.Errorf("got %v", err)
 		}
 	})
@@ -316,6 +319,7 @@ func TestFlakyUnderLoad(t *testing.T) {
 				req := fixtureReq("")
 				req.Query = map[string][]string{"n": {strconv.Itoa(n)}}
 				d, err := set.Authorize(context.Background(), req)
+				d.By = ""
 				var want domain.Decision
 				switch {
 				case n%100 == 0:
@@ -326,7 +330,7 @@ func TestFlakyUnderLoad(t *testing.T) {
 					want = domain.Decision{Status: 403, Message: "odd " + strconv.Itoa(n)}
 				}
 				if err != nil || d != want {
-					errs <- "n=" + strconv.Itoa(n) + ": got " + strconv.Quote(d.Message) + " " + strconv.FormatBool(d.Allow)
+					errs <- "n=" + strconv.Itoa(n) + ": got " + strconv.Quote(d.Message) + " " + d.Verdict.String()
 				}
 			}
 		}()
@@ -374,5 +378,63 @@ func TestCompilationCacheOnDisk(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) == 0 {
 		t.Error("nothing cached on disk")
+	}
+}
+
+// The chain inside a Set: the first deny or grant decides, a pass asks the
+// next policy, and a principal named by an authenticating pass reaches the
+// policies after it (and the result, when nobody decides).
+func TestChain(t *testing.T) {
+	h := &Host{cache: testHost(t).cache, logger: slog.New(slog.DiscardHandler)}
+	set, err := h.Load(context.Background(), []Spec{
+		{Path: fixtureWasm, Name: "first", CallTimeout: relaxed, Config: []byte(`{"default":"identify","header":"x-first"}`)},
+		{Path: fixtureWasm, Name: "second", CallTimeout: relaxed},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close(context.Background())
+	req := func(principal, mode string) domain.AuthRequest {
+		r := fixtureReq(mode)
+		r.Headers["x-principal"] = []string{principal}
+		return r
+	}
+	// "first" identifies as x-principal, then "second" decides by x-fixture
+	// (its default mode, empty, passes via the v1-style Allow).
+	tests := []struct {
+		name string
+		req  domain.AuthRequest
+		want domain.Decision
+	}{
+		{"identified then pass", req("alice", "pass"), domain.Decision{Verdict: domain.Pass, Principal: "alice", By: "first"}},
+		{"identified then v1 allow", req("alice", "allow"), domain.Decision{Verdict: domain.Pass, Principal: "alice", By: "first"}},
+		{"second sees the principal", req("alice", "principal"), domain.Decision{Status: 403, Message: "principal=alice", Principal: "alice", By: "second"}},
+		{"second grants", req("bob", "grant"), domain.Decision{Verdict: domain.Grant, Principal: "bob", By: "second"}},
+		{"second denies", req("bob", "deny"), domain.Decision{Status: 451, Message: "fixture says no", Principal: "bob", By: "second"}},
+		{"nobody identified", req("", "pass"), domain.Decision{Verdict: domain.Pass}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := set.Authorize(context.Background(), tt.req)
+			if err != nil || got != tt.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+
+	// A grant stops the chain: the second policy is not asked.
+	grantFirst, err := h.Load(context.Background(), []Spec{
+		{Path: fixtureWasm, Name: "granter", CallTimeout: relaxed, Config: []byte(`{"default":"grant","header":"x-first"}`)},
+		{Path: fixtureWasm, Name: "denier", CallTimeout: relaxed, Config: []byte(`{"default":"deny"}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer grantFirst.Close(context.Background())
+	r := fixtureReq("")
+	r.Headers = map[string][]string{"x-principal": {""}}
+	got, _ := grantFirst.Authorize(context.Background(), r)
+	if got != (domain.Decision{Verdict: domain.Grant, Principal: "granter", By: "granter"}) {
+		t.Errorf("grant with an empty principal: %+v (want the policy's name as principal)", got)
 	}
 }

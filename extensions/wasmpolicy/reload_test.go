@@ -45,7 +45,7 @@ func TestReloadUnderLoad(t *testing.T) {
 				case err != nil:
 					errs <- err.Error()
 					return
-				case d.Allow:
+				case d.Allowed():
 					allowed.Add(1)
 				case d.Status == 451:
 					denied.Add(1)

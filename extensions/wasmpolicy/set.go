@@ -19,8 +19,11 @@ var failedDecision = domain.Decision{Status: 403, Message: "authorization policy
 // records recycles request record buffers.
 var records = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-// Set is policies applied in order: the first deny wins, and a request all
-// of them allow is allowed. It is safe for concurrent use.
+// Set is policies applied in order, the policy part of the auth chain:
+// the first deny or grant decides; a pass asks the next policy. A pass
+// naming a principal authenticates the request for the policies after it
+// (each sees the principal in its record) and, when none of them decides,
+// the Set answers pass with that principal. It is safe for concurrent use.
 type Set struct {
 	logger   *slog.Logger
 	policies []*Policy
@@ -34,10 +37,11 @@ type Set struct {
 // Policies returns the set's policies, in order.
 func (s *Set) Policies() []*Policy { return s.policies }
 
-// Authorize asks every policy in turn. A policy that fails (trap, time
-// limit, unreadable answer) is logged and then denies the request, or is
-// skipped when its spec says fail=open. The error is non-nil only when the
-// request itself ended while waiting for an instance.
+// Authorize asks the policies in turn and returns the decision with By set
+// to the deciding (or authenticating) policy's name. A policy that fails
+// (trap, time limit, unreadable answer) is logged and then denies the
+// request, or passes when its spec says fail=open. The error is non-nil
+// only when the request itself ended while waiting for an instance.
 func (s *Set) Authorize(ctx context.Context, req domain.AuthRequest) (domain.Decision, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -45,31 +49,43 @@ func (s *Set) Authorize(ctx context.Context, req domain.AuthRequest) (domain.Dec
 		return domain.Decision{}, errPolicyClosed
 	}
 	if len(s.policies) == 0 {
-		return domain.Decision{Allow: true}, nil
+		return domain.Decision{Verdict: domain.Pass, Principal: req.Principal}, nil
 	}
 	buf := records.Get().(*[]byte)
 	defer records.Put(buf)
 	*buf = abi.AppendRequest((*buf)[:0], &req)
-	b := *buf
+	result := domain.Decision{Verdict: domain.Pass, Principal: req.Principal}
 	for _, p := range s.policies {
-		d, err := p.decide(ctx, b)
+		d, err := p.decide(ctx, *buf)
 		if err != nil {
 			var gone *requestGone
 			if errors.As(err, &gone) {
 				return domain.Decision{}, gone.cause
 			}
 			p.logger.Warn("policy failed", "err", err, "fail_open", p.spec.FailOpen,
-				"method", req.Method, "path", req.Path)
+				"action", req.Action, "method", req.Method, "path", req.Path)
 			if p.spec.FailOpen {
 				continue
 			}
-			return failedDecision, nil
+			d = failedDecision
 		}
-		if !d.Allow {
+		switch d.Verdict {
+		case domain.Deny:
+			d.By, d.Principal = p.spec.Name, result.Principal
+			return d, nil
+		case domain.Grant:
+			if d.Principal == "" {
+				d.Principal = p.spec.Name
+			}
+			d.By = p.spec.Name
 			return d, nil
 		}
+		if d.Principal != "" && d.Principal != result.Principal {
+			result.Principal, result.By = d.Principal, p.spec.Name
+			*buf = abi.SetPrincipal(*buf, d.Principal)
+		}
 	}
-	return domain.Decision{Allow: true}, nil
+	return result, nil
 }
 
 // Close waits for calls in flight, then closes every policy. It is

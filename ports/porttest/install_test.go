@@ -58,3 +58,7 @@ func TestFakeCommands(t *testing.T) {
 	}}
 	CommandsContract(t, c, Program{Name: "hello"}, Program{Name: "fail"}, Program{Name: "hang"})
 }
+
+func TestFakeDiskSpace(t *testing.T) {
+	DiskSpaceContract(t, &FakeDiskSpace{SpaceFunc: func(string) (int64, int64, error) { return 1 << 20, 1 << 30, nil }}, "/x")
+}

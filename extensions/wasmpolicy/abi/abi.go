@@ -1,11 +1,17 @@
 package abi
 
-// Version is the policy ABI version this daemon and SDK speak. A module
-// whose policy_abi_version export returns anything else is refused at load.
-// It changes only when the exports, the imports or the record layouts
-// change incompatibly; appending a string field to the request record does
-// not (readers ignore fields they do not know).
-const Version = 1
+// Version is the policy ABI version this SDK builds and the daemon speaks.
+// The daemon also loads modules built for MinVersion up to Version (a v1
+// module's "allow" is read as pass); a module whose policy_abi_version
+// export returns anything else is refused at load. It changes only when
+// the exports, the imports or the record layouts change incompatibly, or
+// when the meaning of an answer does (v2: deny, pass, grant); appending a
+// string field to the request record does not (readers ignore fields they
+// do not know).
+const Version = 2
+
+// MinVersion is the oldest ABI version the daemon still loads.
+const MinVersion = 1
 
 // Exports every policy module must provide (besides its memory).
 const (

@@ -16,7 +16,9 @@ func TestRequestRoundTrip(t *testing.T) {
 			Query:    map[string][]string{"agent": {"mock"}, "z": {"", "2"}},
 			Headers:  map[string][]string{"authorization": {"Bearer x"}, "x-multi": {"1", "2", "3"}, "x-utf8": {"é\x00\xff"}},
 			ServerID: "a/b", Agent: "mock",
-			RPC: &domain.RPCInfo{Kind: "notification", Method: "session/cancel"},
+			RPC:    &domain.RPCInfo{Kind: "notification", Method: "session/cancel"},
+			Action: domain.ActionACPStart, Implies: []domain.Action{domain.ActionAgentInstall, "x.y"},
+			FSPath: "/a", FSDest: "/b", Principal: "p",
 		},
 		{RPC: &domain.RPCInfo{Kind: "response", ID: "null"}},
 	}
@@ -97,26 +99,54 @@ func FuzzParseRequest(f *testing.F) {
 
 func TestAnswerRoundTrip(t *testing.T) {
 	for _, d := range []domain.Decision{
-		{Allow: true},
+		{Verdict: domain.Pass},
+		{Verdict: domain.Pass, Principal: "alice"},
+		{Verdict: domain.Grant, Principal: "viewer ü"},
 		{Status: 403, Message: "no"},
 		{Status: 0},
 		{Status: 429, Message: "slow down ü"},
 	} {
-		got, failure, err := ParseAnswer(AppendDecision(nil, d))
+		got, failure, err := ParseAnswer(AppendDecision(nil, d), Version)
 		if err != nil || failure != "" || got != d {
 			t.Errorf("%+v: got %+v, %q, %v", d, got, failure, err)
 		}
 	}
-	if _, failure, err := ParseAnswer(AppendError(nil, "boom")); err != nil || failure != "boom" {
+	if _, failure, err := ParseAnswer(AppendError(nil, "boom"), Version); err != nil || failure != "boom" {
 		t.Errorf("error answer: %q, %v", failure, err)
 	}
-	if _, failure, _ := ParseAnswer(AppendError(nil, "")); failure == "" {
+	if _, failure, _ := ParseAnswer(AppendError(nil, ""), Version); failure == "" {
 		t.Error("an empty error answer must still be a failure")
 	}
 	for _, bad := range [][]byte{nil, {1, 0, 0}, {9, 0, 0, 0, 0, 0, 0, 0}} {
-		if _, _, err := ParseAnswer(bad); err == nil {
+		if _, _, err := ParseAnswer(bad, Version); err == nil {
 			t.Errorf("%v parsed", bad)
 		}
+	}
+}
+
+// A v1 module's allow is a pass, whatever bytes follow it; v1 has no grant.
+func TestAnswerV1(t *testing.T) {
+	got, _, err := ParseAnswer([]byte{VerdictAllow, 0, 0, 0, 0, 0, 0, 0, 'x'}, 1)
+	if err != nil || got != (domain.Decision{Verdict: domain.Pass}) {
+		t.Errorf("v1 allow: %+v, %v", got, err)
+	}
+	if _, _, err := ParseAnswer(AppendDecision(nil, domain.Decision{Verdict: domain.Grant, Principal: "p"}), 1); err == nil {
+		t.Error("a v1 module answered grant and it was accepted")
+	}
+}
+
+func TestSetPrincipal(t *testing.T) {
+	r := domain.AuthRequest{Method: "GET", Headers: map[string][]string{"a": {"b"}}, Query: map[string][]string{"q": {"1"}}}
+	rec := AppendRequest(nil, &r)
+	rec = SetPrincipal(rec, "alice")
+	rec = SetPrincipal(rec, "bob")
+	v, err := ParseRequest(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Principal = "bob"
+	if got := v.AuthRequest(); !reflect.DeepEqual(got, r) {
+		t.Errorf("got %+v, want %+v", got, r)
 	}
 }
 

@@ -9,25 +9,31 @@ import (
 // Verdicts of an answer record.
 const (
 	VerdictDeny  = 0
-	VerdictAllow = 1
+	VerdictPass  = 1 // ABI v1 called it allow
 	VerdictError = 2 // the policy could not decide; its fail mode applies
+	VerdictGrant = 3 // ABI v2
 )
+
+// VerdictAllow is the ABI v1 name of VerdictPass.
+const VerdictAllow = VerdictPass
 
 // answerHeader is verdict (1 byte), 3 zero bytes, status (u32).
 const answerHeader = 8
 
-// AppendDecision encodes d as an answer record and appends it to dst.
+// AppendDecision encodes d as an answer record and appends it to dst. The
+// text after the header is a deny's message, or the principal of a grant
+// or of an authenticating pass.
 func AppendDecision(dst []byte, d domain.Decision) []byte {
-	verdict := byte(VerdictDeny)
-	if d.Allow {
-		verdict = VerdictAllow
+	verdict, text := byte(VerdictDeny), d.Message
+	switch d.Verdict {
+	case domain.Pass:
+		verdict, text = VerdictPass, d.Principal
+	case domain.Grant:
+		verdict, text = VerdictGrant, d.Principal
 	}
 	dst = append(dst, verdict, 0, 0, 0)
 	dst = le.AppendUint32(dst, uint32(max(d.Status, 0)))
-	if !d.Allow {
-		dst = append(dst, d.Message...)
-	}
-	return dst
+	return append(dst, text...)
 }
 
 // AppendError encodes a failure to decide, with its reason.
@@ -40,23 +46,33 @@ func AppendError(dst []byte, msg string) []byte {
 // verdict.
 var ErrBadAnswer = errors.New("malformed answer record")
 
-// ParseAnswer reads an answer record. A VerdictError answer is returned as
-// failure, the policy's message; err is set only when b is malformed.
-func ParseAnswer(b []byte) (d domain.Decision, failure string, err error) {
+// ParseAnswer reads an answer record of a module built for ABI version.
+// A VerdictError answer is returned as failure, the policy's message; err
+// is set only when b is malformed. A v1 module's allow is a pass whatever
+// text follows it, and v1 has no grant.
+func ParseAnswer(b []byte, version uint32) (d domain.Decision, failure string, err error) {
 	if len(b) < answerHeader {
 		return d, "", ErrBadAnswer
 	}
-	msg := string(b[answerHeader:])
+	text := string(b[answerHeader:])
 	switch b[0] {
-	case VerdictAllow:
-		return domain.Decision{Allow: true}, "", nil
-	case VerdictDeny:
-		return domain.Decision{Status: int(le.Uint32(b[4:])), Message: msg}, "", nil
-	case VerdictError:
-		if msg == "" {
-			msg = "policy error"
+	case VerdictPass:
+		if version < 2 {
+			text = ""
 		}
-		return d, msg, nil
+		return domain.Decision{Verdict: domain.Pass, Principal: text}, "", nil
+	case VerdictGrant:
+		if version < 2 {
+			return d, "", ErrBadAnswer
+		}
+		return domain.Decision{Verdict: domain.Grant, Principal: text}, "", nil
+	case VerdictDeny:
+		return domain.Decision{Verdict: domain.Deny, Status: int(le.Uint32(b[4:])), Message: text}, "", nil
+	case VerdictError:
+		if text == "" {
+			text = "policy error"
+		}
+		return d, text, nil
 	}
 	return d, "", ErrBadAnswer
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -22,6 +23,12 @@ const (
 	FieldRPCKind // "" when the request is not an ACP POST
 	FieldRPCID   // the id's JSON text, e.g. 7 or "abc"
 	FieldRPCMethod
+	// Fields added by ABI v2.
+	FieldAction    // e.g. "acp.start"
+	FieldImplies   // further actions, comma-separated, e.g. "agent.install"
+	FieldFSPath    // resolved filesystem path of fs.* and config.* actions
+	FieldFSDest    // destination of a move
+	FieldPrincipal // who an earlier policy authenticated the request as
 	NumFields
 )
 
@@ -46,6 +53,8 @@ func AppendRequest(dst []byte, r *domain.AuthRequest) []byte {
 		FieldMethod: r.Method, FieldRoute: r.Route, FieldOperationID: r.OperationID,
 		FieldPath: r.Path, FieldRemoteAddr: r.RemoteAddr, FieldServerID: r.ServerID,
 		FieldAgent: r.Agent, FieldRPCKind: rpcKind, FieldRPCID: rpcID, FieldRPCMethod: rpcMethod,
+		FieldAction: string(r.Action), FieldImplies: joinActions(r.Implies),
+		FieldFSPath: r.FSPath, FieldFSDest: r.FSDest, FieldPrincipal: r.Principal,
 	}
 	headerNames, nh := sortedKeys(r.Headers)
 	queryNames, nq := sortedKeys(r.Query)
@@ -79,6 +88,53 @@ func AppendRequest(dst []byte, r *domain.AuthRequest) []byte {
 		}
 	}
 	return dst
+}
+
+// SetPrincipal rewrites the principal field of a record made by
+// AppendRequest, and returns the record (which may have moved). The host
+// calls it between policies when one of them authenticated the request,
+// so the record is encoded once per request however long the chain.
+func SetPrincipal(rec []byte, principal string) []byte {
+	at := recordHeader + FieldPrincipal*fieldEntry
+	if len(rec) < at+fieldEntry || le.Uint32(rec) <= FieldPrincipal {
+		return rec
+	}
+	// The new value is appended and the field's entry repointed; the old
+	// bytes stay, unreferenced.
+	rec = append(rec, principal...)
+	le.PutUint32(rec[at:], uint32(len(rec)-len(principal)))
+	le.PutUint32(rec[at+4:], uint32(len(principal)))
+	return rec
+}
+
+func joinActions(as []domain.Action) string {
+	switch len(as) {
+	case 0:
+		return ""
+	case 1:
+		return string(as[0])
+	}
+	var b strings.Builder
+	for i, a := range as {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(string(a))
+	}
+	return b.String()
+}
+
+// SplitActions reads the implies field.
+func SplitActions(s string) []domain.Action {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]domain.Action, len(parts))
+	for i, p := range parts {
+		out[i] = domain.Action(p)
+	}
+	return out
 }
 
 func sortedKeys(m map[string][]string) ([]string, int) {
@@ -173,7 +229,8 @@ func (v RequestView) AuthRequest() domain.AuthRequest {
 	r := domain.AuthRequest{
 		Method: f(FieldMethod), Route: f(FieldRoute), OperationID: f(FieldOperationID),
 		Path: f(FieldPath), RemoteAddr: f(FieldRemoteAddr), ServerID: f(FieldServerID),
-		Agent: f(FieldAgent),
+		Agent: f(FieldAgent), Action: domain.Action(f(FieldAction)), Implies: SplitActions(f(FieldImplies)),
+		FSPath: f(FieldFSPath), FSDest: f(FieldFSDest), Principal: f(FieldPrincipal),
 	}
 	if kind := f(FieldRPCKind); kind != "" {
 		r.RPC = &domain.RPCInfo{Kind: kind, ID: f(FieldRPCID), Method: f(FieldRPCMethod)}

@@ -39,6 +39,37 @@ func TestRequestAccessors(t *testing.T) {
 	}
 }
 
+func TestActionAccessors(t *testing.T) {
+	req := sample
+	req.Action, req.Implies = domain.ActionACPStart, []domain.Action{domain.ActionAgentInstall}
+	req.FSPath, req.FSDest, req.Principal = "/srv/a", "/srv/b", "alice"
+	r := NewRequest(req)
+	if got := r.Actions(); !reflect.DeepEqual(got, []domain.Action{"acp.start", "agent.install"}) {
+		t.Errorf("Actions: %v", got)
+	}
+	if got := r.Resource(); got != (Resource{ServerID: "s", Agent: "mock", Path: "/srv/a", Dest: "/srv/b"}) {
+		t.Errorf("Resource: %+v", got)
+	}
+	if r.Principal() != "alice" || r.Action() != domain.ActionACPStart {
+		t.Errorf("Principal %q Action %q", r.Principal(), r.Action())
+	}
+	for _, tt := range []struct {
+		patterns []string
+		want     bool
+	}{
+		{[]string{"acp.start"}, false},
+		{[]string{"acp.start", "agent.install"}, true},
+		{[]string{"acp.*", "agent.*"}, true},
+		{[]string{"*"}, true},
+		{[]string{"*.read"}, false},
+		{nil, false},
+	} {
+		if got := r.ActionsWithin(tt.patterns...); got != tt.want {
+			t.Errorf("ActionsWithin(%v) = %v", tt.patterns, got)
+		}
+	}
+}
+
 func TestBearer(t *testing.T) {
 	for h, want := range map[string]string{"Bearer abc": "abc", "Basic abc": "", "Bearer": "", "": "", "BEARER x": "x"} {
 		r := NewRequest(domain.AuthRequest{Headers: map[string][]string{"authorization": {h}}})
@@ -80,16 +111,22 @@ func TestHandlers(t *testing.T) {
 	}
 
 	record := abi.AppendRequest(nil, &sample)
-	if d, failure, err := abi.ParseAnswer(handleAuthorize(record, nil)); err != nil || failure != "" || !d.Allow {
+	if d, failure, err := abi.ParseAnswer(handleAuthorize(record, nil), abi.Version); err != nil || failure != "" || d.Verdict != domain.Pass {
 		t.Errorf("allow: %+v %q %v", d, failure, err)
 	}
 	other := sample
 	other.Agent = "claude"
-	d, _, _ := abi.ParseAnswer(handleAuthorize(abi.AppendRequest(nil, &other), nil))
+	d, _, _ := abi.ParseAnswer(handleAuthorize(abi.AppendRequest(nil, &other), nil), abi.Version)
 	if d != (domain.Decision{Status: 403, Message: "agent claude"}) {
 		t.Errorf("deny: %+v", d)
 	}
-	if _, failure, _ := abi.ParseAnswer(handleAuthorize([]byte{1}, nil)); failure == "" {
+	other.Agent = "grant-me"
+	p.decide = func(r *Request) domain.Decision { return Grant("label-" + r.Agent()) }
+	d, _, _ = abi.ParseAnswer(handleAuthorize(abi.AppendRequest(nil, &other), nil), abi.Version)
+	if d != (domain.Decision{Verdict: domain.Grant, Principal: "label-grant-me"}) {
+		t.Errorf("grant: %+v", d)
+	}
+	if _, failure, _ := abi.ParseAnswer(handleAuthorize([]byte{1}, nil), abi.Version); failure == "" {
 		t.Error("a malformed record was decided")
 	}
 }

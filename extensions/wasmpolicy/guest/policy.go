@@ -28,12 +28,37 @@ var registered Policy
 // replaces the first.
 func Register(p Policy) { registered = p }
 
-// Allow lets the request through (to the next policy, if any).
-func Allow() domain.Decision { return domain.Decision{Allow: true} }
+// Pass has no opinion: the next policy decides, then the daemon's built-in
+// token check (--token, --token-file), or, without a token configured, the
+// request goes through.
+func Pass() domain.Decision { return domain.Decision{Verdict: domain.Pass} }
+
+// Grant lets the request through, authenticated as principal (a label
+// such as the token's name, never the token itself: the daemon logs it).
+// No later policy is asked and the built-in token check is skipped. An
+// empty principal becomes the policy's name.
+func Grant(principal string) domain.Decision {
+	return domain.Decision{Verdict: domain.Grant, Principal: principal}
+}
+
+// Identify authenticates the request as principal without deciding it: a
+// pass that later policies see with Request.Principal set, so one policy
+// can authenticate and another authorise. When no later policy denies or
+// grants, the request goes through as principal, without the built-in
+// token check.
+func Identify(principal string) domain.Decision {
+	return domain.Decision{Verdict: domain.Pass, Principal: principal}
+}
 
 // Deny refuses the request: the daemon answers status (403 when zero or
 // outside 400-599) with a permission_denied problem whose details.message
-// is msg.
+// is msg (401 answers are token_invalid problems with a
+// WWW-Authenticate: Bearer header).
 func Deny(status int, msg string) domain.Decision {
-	return domain.Decision{Status: status, Message: msg}
+	return domain.Decision{Verdict: domain.Deny, Status: status, Message: msg}
 }
+
+// Allow is the ABI v1 name of Pass, kept so v1 policies still compile.
+//
+// Deprecated: use Pass, or Grant to authenticate.
+func Allow() domain.Decision { return Pass() }

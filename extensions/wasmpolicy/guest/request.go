@@ -64,6 +64,63 @@ func (r *Request) RPC() (info domain.RPCInfo, ok bool) {
 // other requests).
 func (r *Request) RPCMethod() string { return r.field(abi.FieldRPCMethod) }
 
+// Action is what the daemon decided the request does, e.g. "acp.start".
+func (r *Request) Action() domain.Action { return domain.Action(r.field(abi.FieldAction)) }
+
+// Implies is what the request does besides its Action, e.g. agent.install
+// for an acp.start of an agent that is not installed yet.
+func (r *Request) Implies() []domain.Action { return abi.SplitActions(r.field(abi.FieldImplies)) }
+
+// Actions is Action followed by Implies: a policy authorising by action
+// must accept all of them.
+func (r *Request) Actions() []domain.Action {
+	return append([]domain.Action{r.Action()}, r.Implies()...)
+}
+
+// ActionsWithin reports whether every action of the request (Actions)
+// matches one of patterns ("acp.send", "fs.*", "*.read", "*"); see
+// domain.Action.Match.
+func (r *Request) ActionsWithin(patterns ...string) bool {
+	for _, a := range r.Actions() {
+		ok := false
+		for _, p := range patterns {
+			if a.Match(p) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Resource is what a request acts on; fields that do not apply are empty.
+type Resource struct {
+	ServerID string // ACP server id
+	Agent    string // agent id
+	Path     string // resolved filesystem path (fs.*; config.*: the directory)
+	Dest     string // destination of a move
+}
+
+// Resource returns what the request acts on.
+func (r *Request) Resource() Resource {
+	return Resource{ServerID: r.ServerID(), Agent: r.Agent(), Path: r.FSPath(), Dest: r.FSDest()}
+}
+
+// FSPath is the filesystem path of an fs.* request (config.*: the
+// directory), resolved as the daemon resolves it (relative paths against
+// the home directory or --fs-root) and cleaned; "" for other requests.
+func (r *Request) FSPath() string { return r.field(abi.FieldFSPath) }
+
+// FSDest is the destination of a move ("" otherwise).
+func (r *Request) FSDest() string { return r.field(abi.FieldFSDest) }
+
+// Principal is who an earlier policy in the chain authenticated the
+// request as (see Identify); "" when none did.
+func (r *Request) Principal() string { return r.field(abi.FieldPrincipal) }
+
 // Header returns the first value of the named header (any case), or "".
 func (r *Request) Header(name string) string {
 	name = strings.ToLower(name)

@@ -79,7 +79,10 @@ async function list(path) {
     replace(ui.table, entries.length ? entries.map(row) : h("tr", h("td.muted", { colspan: 4 }, "empty directory")));
     status(h("span.muted", `${entries.length} entr${entries.length === 1 ? "y" : "ies"}`));
   } catch (e) {
-    status(errorBox(e, e.status === 404 ? "the file routes are not available" : `cannot list ${path}`));
+    // A missing path is 404 not_found; a 404 of another kind means the
+    // daemon does not serve the file routes.
+    const unserved = e.status === 404 && e.problem?.type !== "urn:sandbox-agent:error:not_found";
+    status(errorBox(e, unserved ? "the file routes are not available" : `cannot list ${path}`));
   }
 }
 

@@ -9,23 +9,23 @@ import (
 
 func TestPolicy(t *testing.T) {
 	p := &policy{}
-	if err := p.Configure([]byte(`{"tokens": {"alice": ["mock"], "ci": ["*"]}}`)); err != nil {
+	if err := p.Configure([]byte(`{"tokens": {"alice-tok": {"label": "alice", "agents": ["mock"]}, "ci-tok": ["*"]}}`)); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name, token, agent string
 		want               domain.Decision
 	}{
-		{"allowed agent", "alice", "mock", guest.Allow()},
-		{"other agent", "alice", "claude", guest.Deny(403, "this token may not use agent claude")},
-		{"no agent named", "alice", "", guest.Allow()},
-		{"wildcard", "ci", "claude", guest.Allow()},
-		{"unknown token", "mallory", "mock", guest.Deny(401, "unknown token")},
-		{"no token", "", "", guest.Deny(401, "unknown token")},
+		{"allowed agent", "alice-tok", "mock", guest.Grant("alice")},
+		{"other agent", "alice-tok", "claude", guest.Deny(403, "this token may not use agent claude")},
+		{"no agent named", "alice-tok", "", guest.Grant("alice")},
+		{"wildcard, legacy form", "ci-tok", "claude", guest.Grant("agents-0f3bcc44")},
+		{"unknown token", "mallory", "mock", guest.Pass()},
+		{"no token", "", "", guest.Pass()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := domain.AuthRequest{Method: "POST", OperationID: "post_v1_acp", Agent: tt.agent}
+			req := domain.AuthRequest{Method: "POST", Action: domain.ActionACPStart, Agent: tt.agent}
 			if tt.token != "" {
 				req.Headers = map[string][]string{"authorization": {"Bearer " + tt.token}}
 			}
@@ -37,7 +37,7 @@ func TestPolicy(t *testing.T) {
 }
 
 func TestConfigure(t *testing.T) {
-	for _, bad := range []string{`null`, `{}`, `{"tokens": []}`, `nope`} {
+	for _, bad := range []string{`null`, `{}`, `{"tokens": []}`, `nope`, `{"tokens": {"t": null}}`} {
 		if err := (&policy{}).Configure([]byte(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
 		}

@@ -6,7 +6,10 @@
 // under terminal/ and "*" every method without a slash. Only ACP POSTs
 // carrying a method (requests and notifications) are checked; the JSON-RPC
 // method is peeked by the daemon, and the body itself never reaches the
-// policy. Status defaults to 403.
+// policy. Status defaults to 403. Everything else passes: this policy
+// authenticates nobody, so place it after the policies that grant (a grant
+// ends the chain) or after one that identifies (hmactoken), or rely on the
+// built-in token check.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o denymethods.wasm .
 package main
@@ -43,14 +46,14 @@ func (p *policy) Configure(config []byte) error {
 func (p *policy) Authorize(req *guest.Request) domain.Decision {
 	method := req.RPCMethod()
 	if method == "" {
-		return guest.Allow()
+		return guest.Pass()
 	}
 	for _, pat := range p.Deny {
 		if ok, _ := path.Match(pat, method); ok {
 			return guest.Deny(p.Status, "ACP method "+method+" is not allowed")
 		}
 	}
-	return guest.Allow()
+	return guest.Pass()
 }
 
 func init() { guest.Register(&policy{}) }

@@ -19,10 +19,10 @@ func TestPolicy(t *testing.T) {
 	}{
 		{"terminal/create", &domain.RPCInfo{Kind: "request", ID: "1", Method: "terminal/create"}, guest.Deny(405, "ACP method terminal/create is not allowed")},
 		{"exact", &domain.RPCInfo{Kind: "notification", Method: "session/set_mode"}, guest.Deny(405, "ACP method session/set_mode is not allowed")},
-		{"other method", &domain.RPCInfo{Kind: "request", ID: "2", Method: "session/prompt"}, guest.Allow()},
-		{"nested is not matched", &domain.RPCInfo{Kind: "request", ID: "3", Method: "terminal/x/y"}, guest.Allow()},
-		{"response", &domain.RPCInfo{Kind: "response", ID: "4"}, guest.Allow()},
-		{"not ACP", nil, guest.Allow()},
+		{"other method", &domain.RPCInfo{Kind: "request", ID: "2", Method: "session/prompt"}, guest.Pass()},
+		{"nested is not matched", &domain.RPCInfo{Kind: "request", ID: "3", Method: "terminal/x/y"}, guest.Pass()},
+		{"response", &domain.RPCInfo{Kind: "response", ID: "4"}, guest.Pass()},
+		{"not ACP", nil, guest.Pass()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

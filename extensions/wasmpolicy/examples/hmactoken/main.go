@@ -12,8 +12,14 @@
 //	sig=$(printf %s "$payload" | openssl dgst -sha256 -hmac "$SECRET" -binary | base64 | tr '+/' '-_' | tr -d '=')
 //	echo "$payload.$sig"
 //
-// Missing, malformed, badly signed or expired tokens are answered 401. The
-// expiry is checked against the host's wall clock.
+// A valid token authenticates the request as its subject ("hmac:SUBJECT")
+// without deciding it (guest.Identify): policies after this one see the
+// principal and may still deny (denymethods, say); when none does, the
+// request goes through without the built-in token check. A token that has
+// the shape SUBJECT.EXPIRY.SIGNATURE but a bad signature or a past expiry
+// is answered 401. Any other bearer token, or none, passes: with --token
+// set, the admin token still works and strangers get the built-in 401.
+// The expiry is checked against the host's wall clock.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hmactoken.wasm .
 package main
@@ -56,15 +62,15 @@ func (p *policy) Configure(config []byte) error {
 
 func (p *policy) Authorize(req *guest.Request) domain.Decision {
 	token := req.Bearer()
-	if token == "" {
-		return guest.Deny(401, "missing bearer token")
+	if !looksSigned(token) {
+		return guest.Pass() // not ours: the built-in check decides
 	}
 	subject, err := p.verify(token)
 	if err != nil {
 		guest.Logf("rejected token for %q from %s: %v", subject, req.RemoteAddr(), err)
 		return guest.Deny(401, err.Error())
 	}
-	return guest.Allow()
+	return guest.Identify("hmac:" + subject)
 }
 
 // verify checks the signature, then the expiry, and returns the subject.
@@ -89,6 +95,21 @@ func (p *policy) verify(token string) (string, error) {
 		return subject, errors.New("token expired")
 	}
 	return subject, nil
+}
+
+// looksSigned reports whether token has this policy's shape: at least
+// two dots, something before them, and a numeric expiry.
+func looksSigned(token string) bool {
+	payload, _, ok := cutLast(token)
+	if !ok {
+		return false
+	}
+	subject, expiry, ok := cutLast(payload)
+	if !ok || subject == "" || expiry == "" {
+		return false
+	}
+	_, err := strconv.ParseInt(expiry, 10, 64)
+	return err == nil
 }
 
 func cutLast(s string) (before, after string, ok bool) {

@@ -1,13 +1,22 @@
-// Command readonly is an auth policy for read-only bearer tokens:
+// Command readonly is an auth policy granting read-only bearer tokens:
 //
-//	{"readOnly": ["tok-viewer"]}
+//	{"tokens": {"tok-viewer": "viewer"}}
 //
-// A request with one of these tokens may read anything (GET, HEAD) and talk
-// to agents (POST /v1/acp/{id}), but may not write or delete files or
-// config, install agents, stop agent instances, or start, signal or write
-// to processes (the terminal socket included): every other method is
-// answered 403. Requests with other tokens are left to the bearer check and
-// the other policies.
+// (token → label; the label is the principal the daemon logs, never the
+// token). The older form {"readOnly": ["tok-viewer"]} labels every token
+// "viewer".
+//
+// A request with one of these tokens is granted when every action it
+// performs is a read (*.read: health, agents, files, config, instances and
+// their streams, metrics) or acp.send (talking to an instance that is
+// already running); anything else is denied 403, including acp.start
+// (starting an agent), agent.install (explicit, or implied by a start of an
+// agent that is not installed), acp.stop, fs.write, config.write and the
+// process.run, process.write (the terminal socket included) and
+// process.signal of the processes API.
+// Requests with other tokens, or none, pass: run the daemon with --token
+// (or --token-file) so the admin token passes the built-in check and
+// strangers are refused with 401.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o readonly.wasm .
 package main
@@ -15,51 +24,57 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/guest"
 )
 
+// allowed are the actions a read-only token may perform.
+var allowed = []string{"*.read", "acp.send"}
+
 type policy struct {
-	readOnly map[string]bool
+	labels map[string]string // token → label
 }
 
 func (p *policy) Configure(config []byte) error {
 	var c struct {
-		ReadOnly []string `json:"readOnly"`
+		Tokens   map[string]string `json:"tokens"`
+		ReadOnly []string          `json:"readOnly"`
 	}
 	if err := json.Unmarshal(config, &c); err != nil {
 		return err
 	}
-	if len(c.ReadOnly) == 0 {
-		return errors.New(`config needs {"readOnly": ["<token>", ...]}`)
+	p.labels = map[string]string{}
+	for tok, label := range c.Tokens {
+		if label == "" {
+			label = "viewer"
+		}
+		p.labels[tok] = label
 	}
-	p.readOnly = map[string]bool{}
-	for _, t := range c.ReadOnly {
-		p.readOnly[t] = true
+	for _, tok := range c.ReadOnly {
+		p.labels[tok] = "viewer"
+	}
+	delete(p.labels, "")
+	if len(p.labels) == 0 {
+		return errors.New(`config needs {"tokens": {"<token>": "<label>", ...}}`)
 	}
 	return nil
 }
 
 func (p *policy) Authorize(req *guest.Request) domain.Decision {
-	if !p.readOnly[req.Bearer()] {
-		return guest.Allow()
+	label, ok := p.labels[req.Bearer()]
+	if !ok {
+		return guest.Pass()
 	}
-	// A process's terminal socket is opened with GET but writes to the
-	// process: not for read-only tokens. Its logs and listings are.
-	if req.OperationID() == "get_v1_process_terminal_ws" {
-		return guest.Deny(403, "read-only token: a process terminal is not allowed")
+	if req.ActionsWithin(allowed...) {
+		return guest.Grant(label)
 	}
-	switch req.Method() {
-	case "GET", "HEAD", "OPTIONS":
-		return guest.Allow()
+	var names []string
+	for _, a := range req.Actions() {
+		names = append(names, string(a))
 	}
-	// Talking to an agent is allowed; what the agent itself may do is the
-	// agent's permission model, not the HTTP API's.
-	if req.OperationID() == "post_v1_acp" {
-		return guest.Allow()
-	}
-	return guest.Deny(403, "read-only token: "+req.Method()+" "+req.Route()+" is not allowed")
+	return guest.Deny(403, "read-only token: "+strings.Join(names, "+")+" is not allowed")
 }
 
 func init() { guest.Register(&policy{}) }

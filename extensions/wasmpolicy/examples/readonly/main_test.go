@@ -9,53 +9,50 @@ import (
 
 func TestPolicy(t *testing.T) {
 	p := &policy{}
-	if err := p.Configure([]byte(`{"readOnly": ["viewer"]}`)); err != nil {
+	if err := p.Configure([]byte(`{"tokens": {"viewer-tok": "alice"}, "readOnly": ["old-tok"]}`)); err != nil {
 		t.Fatal(err)
 	}
+	install := []domain.Action{domain.ActionAgentInstall}
 	tests := []struct {
-		token, method, route, op string
-		allow                    bool
+		token   string
+		action  domain.Action
+		implies []domain.Action
+		want    domain.Decision
 	}{
-		{"viewer", "GET", "/v1/fs/file", "get_v1_fs_file", true},
-		{"viewer", "GET", "/v1/acp/{server_id}", "get_v1_acp", true},
-		{"viewer", "POST", "/v1/acp/{server_id}", "post_v1_acp", true},
-		{"viewer", "PUT", "/v1/fs/file", "put_v1_fs_file", false},
-		{"viewer", "DELETE", "/v1/fs/entry", "delete_v1_fs_entry", false},
-		{"viewer", "POST", "/v1/fs/mkdir", "post_v1_fs_mkdir", false},
-		{"viewer", "POST", "/v1/fs/move", "post_v1_fs_move", false},
-		{"viewer", "POST", "/v1/fs/upload-batch", "post_v1_fs_upload_batch", false},
-		{"viewer", "POST", "/v1/agents/{agent}/install", "post_v1_agent_install", false},
-		{"viewer", "PUT", "/v1/config/mcp", "put_v1_config_mcp", false},
-		{"viewer", "DELETE", "/v1/acp/{server_id}", "delete_v1_acp", false},
-		{"viewer", "GET", "/v1/processes", "get_v1_processes", true},
-		{"viewer", "GET", "/v1/processes/{id}/logs", "get_v1_process_logs", true},
-		{"viewer", "POST", "/v1/processes", "post_v1_processes", false},
-		{"viewer", "POST", "/v1/processes/run", "post_v1_processes_run", false},
-		{"viewer", "POST", "/v1/processes/{id}/input", "post_v1_process_input", false},
-		{"viewer", "POST", "/v1/processes/{id}/kill", "post_v1_process_kill", false},
-		{"viewer", "DELETE", "/v1/processes/{id}", "delete_v1_process", false},
-		{"viewer", "POST", "/v1/processes/config", "post_v1_processes_config", false},
-		{"viewer", "GET", "/v1/processes/{id}/terminal/ws", "get_v1_process_terminal_ws", false},
-		{"writer", "PUT", "/v1/fs/file", "put_v1_fs_file", true},
-		{"", "DELETE", "/v1/acp/{server_id}", "delete_v1_acp", true},
+		{"viewer-tok", domain.ActionFSRead, nil, guest.Grant("alice")},
+		{"viewer-tok", domain.ActionACPRead, nil, guest.Grant("alice")},
+		{"viewer-tok", domain.ActionHealthRead, nil, guest.Grant("alice")},
+		{"viewer-tok", domain.ActionMetricsRead, nil, guest.Grant("alice")},
+		{"viewer-tok", domain.ActionACPSend, nil, guest.Grant("alice")},
+		{"old-tok", domain.ActionACPSend, nil, guest.Grant("viewer")},
+		{"viewer-tok", domain.ActionACPStart, nil, guest.Deny(403, "read-only token: acp.start is not allowed")},
+		{"viewer-tok", domain.ActionACPStart, install, guest.Deny(403, "read-only token: acp.start+agent.install is not allowed")},
+		{"viewer-tok", domain.ActionAgentInstall, nil, guest.Deny(403, "read-only token: agent.install is not allowed")},
+		{"viewer-tok", domain.ActionACPStop, nil, guest.Deny(403, "read-only token: acp.stop is not allowed")},
+		{"viewer-tok", domain.ActionFSWrite, nil, guest.Deny(403, "read-only token: fs.write is not allowed")},
+		{"viewer-tok", domain.ActionConfigWrite, nil, guest.Deny(403, "read-only token: config.write is not allowed")},
+		{"viewer-tok", domain.ActionProcessRead, nil, guest.Grant("alice")},
+		{"viewer-tok", domain.ActionProcessRun, nil, guest.Deny(403, "read-only token: process.run is not allowed")},
+		{"viewer-tok", domain.ActionProcessWrite, nil, guest.Deny(403, "read-only token: process.write is not allowed")},
+		{"viewer-tok", domain.ActionProcessSignal, nil, guest.Deny(403, "read-only token: process.signal is not allowed")},
+		{"admin", domain.ActionFSWrite, nil, guest.Pass()},
+		{"", domain.ActionFSWrite, nil, guest.Pass()},
 	}
 	for _, tt := range tests {
-		t.Run(tt.token+" "+tt.op, func(t *testing.T) {
-			req := domain.AuthRequest{Method: tt.method, Route: tt.route, OperationID: tt.op,
-				Headers: map[string][]string{"authorization": {"Bearer " + tt.token}}}
-			got := p.Authorize(guest.NewRequest(req))
-			if got.Allow != tt.allow {
-				t.Errorf("got %+v, want allow=%v", got, tt.allow)
+		t.Run(tt.token+" "+string(tt.action), func(t *testing.T) {
+			req := domain.AuthRequest{Action: tt.action, Implies: tt.implies}
+			if tt.token != "" {
+				req.Headers = map[string][]string{"authorization": {"Bearer " + tt.token}}
 			}
-			if !got.Allow && got.Status != 403 {
-				t.Errorf("status %d, want 403", got.Status)
+			if got := p.Authorize(guest.NewRequest(req)); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
 	}
 }
 
 func TestConfigure(t *testing.T) {
-	for _, bad := range []string{`null`, `{}`, `{"readOnly": "x"}`} {
+	for _, bad := range []string{`null`, `{}`, `{"readOnly": "x"}`, `{"tokens": {"": "x"}}`} {
 		if err := (&policy{}).Configure([]byte(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
 		}

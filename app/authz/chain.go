@@ -1,0 +1,195 @@
+package authz
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+// Instances is what the chain needs to know of the ACP instances.
+type Instances interface {
+	// AgentOf returns the agent an instance runs, or "" when the server id
+	// has no instance (so a POST to it would start one).
+	AgentOf(serverID string) string
+}
+
+// Agents is what the chain needs to know of agent resolution.
+type Agents interface {
+	// Installed reports whether agent can start without an install step.
+	Installed(agent string) bool
+}
+
+// Chain is the authorisation chain: policies, then the built-in token
+// check. Every field may be nil or empty: no policies, no token (let
+// through), no instances (every POST starts one), no agents (a start never
+// implies an install).
+type Chain struct {
+	Policies  ports.Authorizer
+	Tokens    *Tokens
+	Instances Instances
+	Agents    Agents
+	// FSHome is where relative /v1/fs paths resolve (home or --fs-root);
+	// ConfigBase is where relative /v1/config directories resolve.
+	FSHome, ConfigBase string
+}
+
+// HasPolicies reports whether any policy runs, so an adapter knows whether
+// it must peek an ACP body before authorising.
+func (c *Chain) HasPolicies() bool { return c != nil && c.Policies != nil }
+
+// TokenConfigured reports whether the built-in check requires a token.
+func (c *Chain) TokenConfigured() bool { return c != nil && c.Tokens.Configured() }
+
+// Plain sets an action without a resource.
+func (c *Chain) Plain(r *domain.AuthRequest, a domain.Action) { r.Action = a }
+
+// ACPPost describes a POST to /v1/acp/{serverID}[?agent=]: acp.send to an
+// existing instance, else acp.start, implying agent.install when the agent
+// cannot run yet. The policy sees the agent the id runs, else the one
+// asked for.
+func (c *Chain) ACPPost(r *domain.AuthRequest, serverID, agent string) {
+	r.ServerID = serverID
+	if bound := c.agentOf(serverID); bound != "" {
+		r.Action, r.Agent = domain.ActionACPSend, bound
+		return
+	}
+	r.Action, r.Agent = domain.ActionACPStart, agent
+	if c.Agents != nil && !c.Agents.Installed(agent) {
+		r.Implies = []domain.Action{domain.ActionAgentInstall}
+	}
+}
+
+// Server describes a request on an existing instance (stream, stop,
+// stderr), with the agent it runs.
+func (c *Chain) Server(r *domain.AuthRequest, a domain.Action, serverID string) {
+	r.Action, r.ServerID, r.Agent = a, serverID, c.agentOf(serverID)
+}
+
+// Agent describes a request on one agent.
+func (c *Chain) Agent(r *domain.AuthRequest, a domain.Action, agent string) {
+	r.Action, r.Agent = a, agent
+}
+
+// FS describes a filesystem request on p (and dest, for a move), with the
+// paths resolved as /v1/fs resolves them; a path that cannot be resolved
+// is left empty (the operation refuses it with 400 anyway).
+func (c *Chain) FS(r *domain.AuthRequest, a domain.Action, p, dest string) {
+	r.Action = a
+	r.FSPath = resolveFS(c.FSHome, p)
+	if dest != "" {
+		r.FSDest = resolveFS(c.FSHome, dest)
+	}
+}
+
+// Config describes a config request on directory dir, resolved as
+// /v1/config resolves it.
+func (c *Chain) Config(r *domain.AuthRequest, a domain.Action, dir string) {
+	r.Action = a
+	if strings.TrimSpace(dir) == "" || strings.IndexByte(dir, 0) >= 0 {
+		return
+	}
+	if !path.IsAbs(dir) {
+		dir = path.Join(c.ConfigBase, dir)
+	}
+	r.FSPath = path.Clean(dir)
+}
+
+func resolveFS(home, p string) string {
+	if p == "" {
+		p = "."
+	}
+	abs, err := domain.ResolveFSPath(home, p)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
+
+func (c *Chain) agentOf(serverID string) string {
+	if c.Instances == nil || serverID == "" {
+		return ""
+	}
+	return c.Instances.AgentOf(serverID)
+}
+
+// Outcome is how a request was decided, for logs and metrics.
+type Outcome struct {
+	// Decision is "grant" (a policy granted), "identified" (a policy
+	// authenticated it and none objected), "token" (the built-in check
+	// accepted the token), "open" (no token configured, nobody objected),
+	// or "deny".
+	Decision string
+	// Principal is who the request is authenticated as: the policy's
+	// label, "token", or "" (anonymous).
+	Principal string
+	// By names the policy that decided, "token", or "".
+	By string
+}
+
+// Principal of a request that presented a configured token.
+const TokenPrincipal = "token"
+
+var errNoAction = &domain.Error{Kind: domain.KindPermissionDenied, Details: map[string]any{"message": "this route has no action; refusing it"}}
+
+// Authorize runs the chain on a described request. It returns the outcome
+// and, when the request is refused, a *domain.Error: permission_denied with
+// the policy's status (403 by default), or token_invalid (401) from a
+// policy answering 401 or from the token check. Any other error means the
+// request ended while waiting for a policy, or the policies failed.
+func (c *Chain) Authorize(ctx context.Context, req domain.AuthRequest) (Outcome, error) {
+	if req.Action == "" {
+		// A route registered without an action: refuse rather than guess.
+		return Outcome{Decision: "deny"}, errNoAction
+	}
+	if c.Policies != nil {
+		d, err := c.Policies.Authorize(ctx, req)
+		if err != nil {
+			return Outcome{Decision: "error"}, fmt.Errorf("authorize: %w", err)
+		}
+		switch {
+		case d.Verdict == domain.Deny:
+			return Outcome{Decision: "deny", Principal: d.Principal, By: d.By}, denied(d)
+		case d.Verdict == domain.Grant:
+			return Outcome{Decision: "grant", Principal: d.Principal, By: d.By}, nil
+		case d.Principal != "":
+			return Outcome{Decision: "identified", Principal: d.Principal, By: d.By}, nil
+		}
+	}
+	if !c.Tokens.Configured() {
+		return Outcome{Decision: "open"}, nil
+	}
+	if c.Tokens.Check(header(req.Headers, "authorization")) {
+		return Outcome{Decision: "token", Principal: TokenPrincipal, By: "token"}, nil
+	}
+	return Outcome{Decision: "deny", By: "token"}, ErrTokenInvalid
+}
+
+// ErrTokenInvalid is the built-in check's refusal.
+var ErrTokenInvalid = &domain.Error{Kind: domain.KindTokenInvalid, Details: map[string]any{"message": "missing or invalid bearer token"}}
+
+func header(h map[string][]string, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// denied turns a policy's deny into the error the client gets.
+func denied(d domain.Decision) error {
+	status, msg := d.Status, d.Message
+	if status < 400 || status > 599 {
+		status = 403
+	}
+	if msg == "" {
+		msg = "denied by policy"
+	}
+	kind := domain.KindPermissionDenied
+	if status == 401 {
+		kind = domain.KindTokenInvalid
+	}
+	return &domain.Error{Kind: kind, Status: status, Details: map[string]any{"message": msg}}
+}

@@ -1,0 +1,205 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// policies is a fake ports.Authorizer answering d (or err).
+type policies struct {
+	d   domain.Decision
+	err error
+	got []domain.AuthRequest
+}
+
+func (p *policies) Authorize(_ context.Context, r domain.AuthRequest) (domain.Decision, error) {
+	p.got = append(p.got, r)
+	return p.d, p.err
+}
+
+// The table of issue 12: what the policies answer × how the token check is
+// configured and what the request presents → outcome.
+func TestChainTable(t *testing.T) {
+	answers := []struct {
+		name string
+		pol  *policies // nil: no policies at all
+	}{
+		{"no policies", nil},
+		{"pass", &policies{d: domain.Decision{Verdict: domain.Pass}}},
+		{"identify", &policies{d: domain.Decision{Verdict: domain.Pass, Principal: "alice", By: "hmac"}}},
+		{"grant", &policies{d: domain.Decision{Verdict: domain.Grant, Principal: "viewer", By: "readonly"}}},
+		{"deny 403", &policies{d: domain.Decision{Status: 403, Message: "no", By: "readonly"}}},
+		{"deny 401", &policies{d: domain.Decision{Status: 401, Message: "unknown token", By: "agenttokens"}}},
+		{"deny bad status", &policies{d: domain.Decision{Status: 200, By: "x"}}},
+		{"error", &policies{err: context.Canceled}},
+	}
+	tokens := []struct {
+		name       string
+		configured bool
+		header     string
+	}{
+		{"no token configured, none sent", false, ""},
+		{"no token configured, one sent", false, "Bearer admin"},
+		{"token configured, right one sent", true, "Bearer admin"},
+		{"token configured, wrong one sent", true, "Bearer nope"},
+		{"token configured, none sent", true, ""},
+	}
+	// want[answer][token] = decision, or "401"/"403"/"status"/"err" for refusals.
+	want := map[string][5]string{
+		"no policies":     {"open", "open", "token", "401", "401"},
+		"pass":            {"open", "open", "token", "401", "401"},
+		"identify":        {"identified", "identified", "identified", "identified", "identified"},
+		"grant":           {"grant", "grant", "grant", "grant", "grant"},
+		"deny 403":        {"403", "403", "403", "403", "403"},
+		"deny 401":        {"401p", "401p", "401p", "401p", "401p"},
+		"deny bad status": {"403", "403", "403", "403", "403"},
+		"error":           {"err", "err", "err", "err", "err"},
+	}
+	for _, a := range answers {
+		for i, tk := range tokens {
+			t.Run(a.name+"/"+tk.name, func(t *testing.T) {
+				c := &Chain{}
+				if a.pol != nil {
+					c.Policies = a.pol
+				}
+				if tk.configured {
+					c.Tokens = NewTokens("admin")
+				}
+				req := domain.AuthRequest{Action: domain.ActionFSWrite}
+				if tk.header != "" {
+					req.Headers = map[string][]string{"authorization": {tk.header}}
+				}
+				out, err := c.Authorize(context.Background(), req)
+				got := out.Decision
+				var e *domain.Error
+				switch {
+				case errors.As(err, &e) && e.Kind == domain.KindTokenInvalid && out.By == "token":
+					got = "401"
+				case errors.As(err, &e) && e.Kind == domain.KindTokenInvalid:
+					got = "401p"
+				case errors.As(err, &e) && e.Kind == domain.KindPermissionDenied && (e.Status == 403 || e.Status == 0):
+					got = "403"
+				case err != nil && out.Decision == "error":
+					got = "err"
+				case err != nil:
+					got = "unexpected " + err.Error()
+				}
+				if got != want[a.name][i] {
+					t.Errorf("got %s (%+v, %v), want %s", got, out, err, want[a.name][i])
+				}
+				switch got {
+				case "grant":
+					if out.Principal != "viewer" || out.By != "readonly" {
+						t.Errorf("grant outcome %+v", out)
+					}
+				case "identified":
+					if out.Principal != "alice" {
+						t.Errorf("identified outcome %+v", out)
+					}
+				case "token":
+					if out.Principal != TokenPrincipal {
+						t.Errorf("token outcome %+v", out)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestChainRefusesRouteWithoutAction(t *testing.T) {
+	c := &Chain{}
+	if _, err := c.Authorize(context.Background(), domain.AuthRequest{}); err == nil {
+		t.Error("a request without an action went through")
+	}
+}
+
+type fakeInstances map[string]string
+
+func (f fakeInstances) AgentOf(id string) string { return f[id] }
+
+type fakeAgents map[string]bool
+
+func (f fakeAgents) Installed(a string) bool { return f[a] }
+
+func TestDescribe(t *testing.T) {
+	c := &Chain{
+		Instances: fakeInstances{"live": "mock"},
+		Agents:    fakeAgents{"mock": true},
+		FSHome:    "/home/u", ConfigBase: "/work",
+	}
+	var r domain.AuthRequest
+	c.ACPPost(&r, "live", "claude")
+	if r.Action != domain.ActionACPSend || r.Agent != "mock" || r.Implies != nil {
+		t.Errorf("post to a live id: %+v", r)
+	}
+	r = domain.AuthRequest{}
+	c.ACPPost(&r, "new", "mock")
+	if r.Action != domain.ActionACPStart || r.Agent != "mock" || r.Implies != nil {
+		t.Errorf("start of an installed agent: %+v", r)
+	}
+	r = domain.AuthRequest{}
+	c.ACPPost(&r, "new", "opencode")
+	if r.Action != domain.ActionACPStart || len(r.Implies) != 1 || r.Implies[0] != domain.ActionAgentInstall {
+		t.Errorf("start of an agent to install: %+v", r)
+	}
+	r = domain.AuthRequest{}
+	c.FS(&r, domain.ActionFSWrite, "a/b/../c", "/tmp//x")
+	if r.FSPath != "" || r.FSDest != "/tmp/x" {
+		t.Errorf("fs: %+v (a relative path with .. is not resolved)", r)
+	}
+	r = domain.AuthRequest{}
+	c.FS(&r, domain.ActionFSRead, "", "")
+	if r.FSPath != "/home/u" {
+		t.Errorf("default fs path: %+v", r)
+	}
+	r = domain.AuthRequest{}
+	c.Config(&r, domain.ActionConfigWrite, "proj/../other")
+	if r.FSPath != "/work/other" {
+		t.Errorf("config dir: %+v", r)
+	}
+	r = domain.AuthRequest{}
+	c.Server(&r, domain.ActionACPStop, "live")
+	if r.Agent != "mock" || r.ServerID != "live" {
+		t.Errorf("server: %+v", r)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	tk := NewTokens("a", "", "b")
+	for h, want := range map[string]bool{"Bearer a": true, "Bearer b": true, "Bearer c": false, "bearer a": false, "a": false, "": false, "Bearer a ": false} {
+		if got := tk.Check(h); got != want {
+			t.Errorf("%q: %v", h, got)
+		}
+	}
+	tk.Set(nil)
+	if tk.Configured() || tk.Check("Bearer a") {
+		t.Error("an emptied set still accepts")
+	}
+	var none *Tokens
+	if none.Configured() || none.Check("Bearer ") {
+		t.Error("a nil set accepts")
+	}
+}
+
+func TestParseTokenFile(t *testing.T) {
+	got, err := ParseTokenFile([]byte("# admins\n  tok-1 \r\n\n\ttok-2\n"))
+	if err != nil || len(got) != 2 || got[0] != "tok-1" || got[1] != "tok-2" {
+		t.Errorf("got %q, %v", got, err)
+	}
+	for _, bad := range []string{"", "\n\n", "# only a comment\n", "two words\n", "ctl\x01\n"} {
+		if _, err := ParseTokenFile([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// BenchmarkTokenCheck is the built-in check with a few tokens configured.
+func BenchmarkTokenCheck(b *testing.B) {
+	tk := NewTokens("t1", "t2", "t3")
+	for b.Loop() {
+		tk.Check("Bearer t3")
+	}
+}

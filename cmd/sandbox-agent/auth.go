@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
+)
+
+// authFlags are the server's token and browser-safety flags beyond
+// --token: --token-file and --allowed-host.
+type authFlags struct {
+	tokenFile    string
+	allowedHosts stringList
+}
+
+func (a *authFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&a.tokenFile, "token-file", "", "read the bearer tokens from `FILE`, one per line ('#' comments); reloaded on SIGHUP. Preferred over --token, which other local users can see in ps")
+	fs.Var(&a.allowedHosts, "allowed-host", "also accept this `NAME` in the Host header on a loopback listener (repeatable; localhost, 127.0.0.1 and [::1] always are)")
+}
+
+// tokenEnv names the environment variable holding the token. The daemon
+// removes it from its own environment once read, so no child process
+// (agents, installers) inherits it.
+const tokenEnv = "SANDBOX_AGENT_TOKEN"
+
+// startTokens builds the built-in check's tokens from --token-file, or
+// the token of --token or SANDBOX_AGENT_TOKEN (fromEnv says which; the
+// variable is read into the flag's value by applyEnv). --token together
+// with --token-file is refused; the variable is ignored when a file is
+// given. A token file is read now (missing or empty is an error) and
+// again on every SIGHUP; a reload that fails keeps the tokens in use.
+// stop ends the reload goroutine.
+func startTokens(token string, fromEnv bool, file string, log *slog.Logger) (tokens *authz.Tokens, source string, stop func(), err error) {
+	_ = os.Unsetenv(tokenEnv)
+	stop = func() {}
+	switch {
+	case token != "" && !fromEnv && file != "":
+		return nil, "", nil, usagef("--token and --token-file cannot be combined; put every token in the file")
+	case file != "":
+		list, err := readTokenFile(file)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		tokens = authz.NewTokens(list...)
+		stop = reloadTokensOnHUP(file, tokens, log)
+		return tokens, "token-file", stop, nil
+	case token != "" && fromEnv:
+		return authz.NewTokens(token), "env", stop, nil
+	case token != "":
+		log.Warn("--token is visible to every local user (ps, /proc/PID/cmdline); prefer --token-file or " + tokenEnv)
+		return authz.NewTokens(token), "flag", stop, nil
+	}
+	return authz.NewTokens(), "", stop, nil
+}
+
+func readTokenFile(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	list, err := authz.ParseTokenFile(b)
+	if err != nil {
+		return nil, fmt.Errorf("--token-file %s: %w", path, err)
+	}
+	return list, nil
+}
+
+func reloadTokensOnHUP(file string, tokens *authz.Tokens, log *slog.Logger) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				list, err := readTokenFile(file)
+				if err != nil {
+					log.Error("reloading the token file failed; keeping the previous tokens", "err", err)
+					continue
+				}
+				tokens.Set(list)
+				log.Info("token file reloaded", "tokens", len(list))
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		wg.Wait()
+	}
+}
+
+// isLoopback reports whether a listener only accepts local connections.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// warnIfExposed logs, loudly, that a daemon reachable from the network
+// runs without a token.
+func warnIfExposed(log *slog.Logger, addr net.Addr, tokens *authz.Tokens, policies bool) {
+	if isLoopback(addr) || tokens.Configured() {
+		return
+	}
+	msg := "NO TOKEN on a non-loopback address: anyone who can reach " + addr.String() +
+		" can run agents and read and write files as this user. Set --token-file FILE or " + tokenEnv
+	if policies {
+		msg += " (unless an auth policy refuses every request it does not authenticate)"
+	}
+	log.Warn("!!! "+msg+" !!!", "addr", addr.String())
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
+)
+
+// A daemon reachable from the network without a token says so, loudly
+// (tested here rather than by listening on a public address).
+func TestWarnIfExposed(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		addr   net.Addr
+		tokens *authz.Tokens
+		warn   bool
+	}{
+		{"public, no token", &net.TCPAddr{IP: net.IPv4zero, Port: 2468}, authz.NewTokens(), true},
+		{"public, token", &net.TCPAddr{IP: net.IPv4zero, Port: 2468}, authz.NewTokens("t"), false},
+		{"loopback, no token", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2468}, authz.NewTokens(), false},
+		{"ipv6 loopback", &net.TCPAddr{IP: net.IPv6loopback, Port: 2468}, authz.NewTokens(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			warnIfExposed(slog.New(slog.NewTextHandler(&buf, nil)), tt.addr, tt.tokens, false)
+			if got := strings.Contains(buf.String(), "NO TOKEN"); got != tt.warn {
+				t.Errorf("warned %v: %s", got, buf.String())
+			}
+		})
+	}
+}
+
+func TestStartTokens(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	t.Setenv(tokenEnv, "from-env")
+	tk, src, stop, err := startTokens("from-env", true, "", log)
+	if err != nil || src != "env" || !tk.Check("Bearer from-env") {
+		t.Fatalf("env: %v %q", err, src)
+	}
+	stop()
+	if _, ok := os.LookupEnv(tokenEnv); ok {
+		t.Error("the token stayed in the environment, for children to inherit")
+	}
+	file := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(file, []byte("a\nb\n"), 0o600)
+	tk, src, stop, err = startTokens("", false, file, log)
+	if err != nil || src != "token-file" || !tk.Check("Bearer b") {
+		t.Fatalf("file: %v %q", err, src)
+	}
+	stop()
+	if _, _, _, err := startTokens("x", false, file, log); err == nil {
+		t.Error("--token with --token-file accepted")
+	}
+	os.WriteFile(file, []byte("# nothing\n"), 0o600)
+	if _, _, _, err := startTokens("", false, file, log); err == nil {
+		t.Error("an empty token file accepted")
+	}
+	tk, src, _, _ = startTokens("", false, "", log)
+	if tk.Configured() || src != "" {
+		t.Errorf("no source: %q", src)
+	}
+}

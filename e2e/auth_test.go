@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Browser safety and tokens off the command line, end to end.
+
+// The no-cors attacks of issue 11: a page on another site cannot change
+// anything on a daemon without a token, and DNS rebinding is refused.
+func TestBrowserSafety(t *testing.T) {
+	d := startDaemon(t, daemonOpts{Args: []string{"-O", "https://app.example"}})
+	evil := []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}
+	for _, c := range []struct {
+		name, method, path, body string
+		headers                  []string
+		status                   int
+		kind                     string
+	}{
+		// fetch(D+"/v1/fs/mkdir?path=…", {method: "POST", mode: "no-cors"})
+		{"no-cors mkdir", "POST", "/v1/fs/mkdir?path=pwned", "", evil, 403, "permission_denied"},
+		// fetch(D+"/v1/fs/move", {method: "POST", mode: "no-cors", body: blob}): no Content-Type
+		{"no-cors move", "POST", "/v1/fs/move", `{"from":"a","to":"b"}`, evil, 403, "permission_denied"},
+		{"move without Content-Type", "POST", "/v1/fs/move", `{"from":"a","to":"b"}`, nil, 415, "unsupported_media_type"},
+		{"no-cors install", "POST", "/v1/agents/mock/install", "", evil, 403, "permission_denied"},
+		{"no-cors ACP start", "POST", "/v1/acp/p?agent=mock", policyInit, append([]string{"Content-Type", "text/plain"}, evil...), 403, "permission_denied"},
+		{"text/plain ACP start", "POST", "/v1/acp/p?agent=mock", policyInit, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"DNS rebinding", "GET", "/v1/health", "", []string{"Host", "attacker.example"}, 421, "invalid_request"},
+		{"DNS rebinding on the inspector", "GET", "/ui/", "", []string{"Host", "attacker.example:2468"}, 421, "invalid_request"},
+		{"-O origin", "POST", "/v1/fs/mkdir?path=from-app", "", []string{"Origin", "https://app.example", "Sec-Fetch-Site", "cross-site"}, 200, ""},
+		{"the inspector's own origin", "POST", "/v1/fs/mkdir?path=from-ui", "", []string{"Origin", d.URL, "Sec-Fetch-Site", "same-origin"}, 200, ""},
+		{"the inspector via localhost", "POST", "/v1/fs/mkdir?path=from-localhost", "", []string{"Host", "localhost:" + port(d), "Origin", "http://localhost:" + port(d)}, 200, ""},
+		{"the inspector page", "GET", "/ui/", "", []string{"Host", "localhost:" + port(d)}, 200, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, h, b := d.doHost(c.method, c.path, c.body, c.headers...)
+			if st != c.status {
+				t.Fatalf("status %d, want %d: %s", st, c.status, b)
+			}
+			if c.kind != "" {
+				var p struct{ Type string }
+				if json.Unmarshal(b, &p); h.Get("Content-Type") != "application/problem+json" || p.Type != "urn:sandbox-agent:error:"+c.kind {
+					t.Errorf("%s %s", h.Get("Content-Type"), b)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(d.Home, "pwned")); err == nil {
+		t.Error("the cross-site mkdir took effect")
+	}
+	if _, err := os.Stat(filepath.Join(d.Home, "from-ui")); err != nil {
+		t.Errorf("the inspector's mkdir did not: %v", err)
+	}
+}
+
+func port(d *daemon) string { return d.URL[strings.LastIndexByte(d.URL, ':')+1:] }
+
+// doHost is do with a settable Host header.
+func (d *daemon) doHost(method, path, body string, headers ...string) (int, http.Header, []byte) {
+	d.t.Helper()
+	req, err := http.NewRequest(method, d.URL+path, strings.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if body == "" {
+		req.Body = http.NoBody
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+// Headers over the limit get a problem, not net/http's text/plain.
+func TestHeadersTooLarge(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	c, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go func() {
+		io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\nX-Big: ")
+		io.WriteString(c, strings.Repeat("a", 2<<20))
+		io.WriteString(c, "\r\n\r\n")
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	var p struct {
+		Type    string
+		Details map[string]any
+	}
+	_ = json.Unmarshal(b, &p)
+	if resp.StatusCode != 431 || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		p.Type != "urn:sandbox-agent:error:invalid_request" || p.Details["limitBytes"] != float64(1<<20) {
+		t.Errorf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+}
+
+// --token-file: one token per line, all accepted, reloaded on SIGHUP; a
+// reload that fails keeps the previous tokens. A missing or empty file
+// stops the daemon at start.
+func TestTokenFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# team\nalpha\n\n  beta  \n")
+	d := startDaemon(t, daemonOpts{Args: []string{"--token-file", file}})
+	d.check(t, []policyCheck{
+		{name: "first", token: "alpha", method: "GET", path: "/v1/health", status: 200},
+		{name: "second", token: "beta", method: "GET", path: "/v1/health", status: 200},
+		{name: "metrics too", token: "beta", method: "GET", path: "/metrics", status: 200},
+		{name: "comment is no token", token: "# team", method: "GET", path: "/v1/health", status: 401},
+		{name: "none", method: "GET", path: "/metrics", status: 401},
+	})
+	write("gamma\n")
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, d, "token file reloaded")
+	d.check(t, []policyCheck{
+		{name: "new token", token: "gamma", method: "GET", path: "/v1/health", status: 200},
+		{name: "old token gone", token: "alpha", method: "GET", path: "/v1/health", status: 401},
+	})
+	write("")
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, d, "keeping the previous tokens")
+	d.check(t, []policyCheck{{name: "kept", token: "gamma", method: "GET", path: "/v1/health", status: 200}})
+
+	for name, path := range map[string]string{"missing": filepath.Join(t.TempDir(), "nope"), "empty": file} {
+		cmd := exec.Command(binary, "server", "--port", strconv.Itoa(freePort(t)), "--token-file", path)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		if out, err := runBounded(cmd, 30*time.Second); err == nil || !strings.Contains(out, "--token-file") {
+			t.Errorf("%s token file: %v\n%s", name, err, out)
+		}
+	}
+	cmd := exec.Command(binary, "server", "--port", strconv.Itoa(freePort(t)), "--token-file", file, "--token", "x")
+	if out, err := runBounded(cmd, 30*time.Second); err == nil || !strings.Contains(out, "cannot be combined") {
+		t.Errorf("--token with --token-file: %v\n%s", err, out)
+	}
+}
+
+// SANDBOX_AGENT_TOKEN works like --token, and no agent inherits it, nor
+// learns the token file.
+func TestTokenNotInherited(t *testing.T) {
+	home := t.TempDir()
+	agents := filepath.Join(home, "agents.json")
+	self := binary
+	doc := `{"agents":[{"id":"envdump","command":"/bin/sh","args":["-c","env > \"$HOME/agent-env\"; exec ` + self + ` mock-agent-process"]}]}`
+	if err := os.WriteFile(agents, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemonOpts{Home: home, Args: []string{"--agents-file", agents}, Env: []string{"SANDBOX_AGENT_TOKEN=env-secret-tok"}})
+	if st, msg := d.call("", "GET", "/v1/health", ""); st != 401 {
+		t.Fatalf("without the token: %d %s", st, msg)
+	}
+	if st, msg := d.acp("env-secret-tok", "/v1/acp/e?agent=envdump", policyInit); st != 200 {
+		t.Fatalf("start: %d %s", st, msg)
+	}
+	env, err := os.ReadFile(filepath.Join(home, "agent-env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(env), "env-secret-tok") || strings.Contains(string(env), "SANDBOX_AGENT_TOKEN") {
+		t.Errorf("the agent inherited the token:\n%s", env)
+	}
+}

@@ -1,0 +1,110 @@
+package porttest
+
+import (
+	"errors"
+	"io/fs"
+	"path"
+	"testing"
+
+	"github.com/spf13/afero"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
+)
+
+// FakeDiskSpace is a ports.DiskSpace answering from SpaceFunc.
+type FakeDiskSpace struct {
+	SpaceFunc func(path string) (free, total int64, err error)
+}
+
+var _ ports.DiskSpace = (*FakeDiskSpace)(nil)
+
+// Space implements ports.DiskSpace.
+func (f *FakeDiskSpace) Space(path string) (int64, int64, error) { return f.SpaceFunc(path) }
+
+// DiskSpaceContract checks a DiskSpace: it answers for a path that does
+// not exist yet (its nearest existing parent), with free space no larger
+// than the filesystem.
+func DiskSpaceContract(t *testing.T, d ports.DiskSpace, dir string) {
+	free, total, err := d.Space(path.Join(dir, "not", "yet"))
+	if err != nil || free < 0 || total <= 0 || free > total {
+		t.Fatalf("Space: free %d total %d err %v", free, total, err)
+	}
+}
+
+// ConfinerContract checks a backend's confined views: names are relative
+// to the directory, nothing reaches outside it (a "..", or a chain of
+// links when the backend has links), and what is written through the view
+// is in the directory.
+func ConfinerContract(t *testing.T, newFs NewFS) {
+	t.Run("views are relative and confined", func(t *testing.T) {
+		fsys, dir := newFs(t)
+		c, ok := fsys.(ports.Confiner)
+		if !ok {
+			t.Fatalf("%T is not a ports.Confiner", fsys)
+		}
+		box := path.Join(dir, "box")
+		if err := fsys.MkdirAll(path.Join(box, "d1", "d2"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		view, done, err := c.Confine(box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer done()
+		writeFile(t, view, "d1/in.txt", "in")
+		if got := readFile(t, fsys, path.Join(box, "d1", "in.txt")); got != "in" {
+			t.Fatalf("through the view: %q", got)
+		}
+		if _, err := view.Create("../out.txt"); err == nil {
+			t.Fatal("created ../out.txt through the view")
+		}
+		if _, err := fsys.Stat(path.Join(dir, "out.txt")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("out.txt exists: %v", err)
+		}
+		l, links := fsys.(afero.Linker)
+		if !links {
+			return
+		}
+		// Each link is harmless alone; together they lead above box.
+		if err := l.SymlinkIfPossible("..", path.Join(box, "d1", "d2", "up")); err != nil {
+			if errors.Is(err, afero.ErrNoSymlink) {
+				return
+			}
+			t.Fatal(err)
+		}
+		if err := l.SymlinkIfPossible("d1/d2/up/../..", path.Join(box, "l")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := view.Create("l/x"); !errors.Is(err, domain.ErrOutsideRoot) {
+			t.Fatalf("create through the link chain: %v", err)
+		}
+		if _, err := fsys.Stat(path.Join(dir, "x")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("written outside through the chain: %v", err)
+		}
+	})
+}
+
+// RegularOpenerContract checks OpenRegular: a regular file opens, a
+// directory is domain.ErrNotRegular, a missing file fs.ErrNotExist. (FIFOs
+// need the host; the adapters test them.)
+func RegularOpenerContract(t *testing.T, newFs NewFS) {
+	fsys, dir := newFs(t)
+	o, ok := fsys.(ports.RegularOpener)
+	if !ok {
+		t.Fatalf("%T is not a ports.RegularOpener", fsys)
+	}
+	p := path.Join(dir, "f.txt")
+	writeFile(t, fsys, p, "x")
+	f, err := o.OpenRegular(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := o.OpenRegular(dir); !errors.Is(err, domain.ErrNotRegular) {
+		t.Fatalf("directory: %v", err)
+	}
+	if _, err := o.OpenRegular(path.Join(dir, "nope")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+}
