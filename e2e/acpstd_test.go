@@ -172,7 +172,46 @@ func TestACPStdToken(t *testing.T) {
 			t.Errorf("WebSocket without the token: %v %v", c, err)
 		}
 	}
-	stdConnect(t, d, "Authorization", "Bearer s3cret")
+	// Every path under /acp needs the token, unknown ones too.
+	for _, p := range []string{"/acp", "/acp/", "/acp/mock/x", "/acp/mock/../../v1/health"} {
+		if st, _, b := d.do(http.MethodGet, p, nil); st != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d %s", p, st, b)
+		}
+	}
+	id := stdConnect(t, d, "Authorization", "Bearer s3cret")
+
+	// A browser cannot set headers on a WebSocket: the upgrade takes the
+	// token as ?access_token=, as the processes terminal does.
+	c, err := dialWS(t, wsURL(d, "mock")+"?access_token=wrong")
+	if err != nil || c.Resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("WebSocket with a wrong access_token: %v %v", c, err)
+	}
+	c, err = dialWS(t, wsURL(d, "mock")+"?access_token=s3cret")
+	if err != nil || c.Resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("WebSocket with access_token: %v %v", c, err)
+	}
+	c.send(t, stdInit)
+	if got := c.readText(t, 10*time.Second); !strings.Contains(got, `"id":1`) {
+		t.Errorf("initialize over a socket opened with access_token: %s", got)
+	}
+	c.Close()
+	// Only there: the SSE stream and the other methods take the header.
+	for _, r := range []struct {
+		method  string
+		headers []string
+	}{
+		{http.MethodGet, []string{"Accept", "text/event-stream", "Acp-Connection-Id", id}},
+		{http.MethodPost, []string{"Content-Type", "application/json", "Acp-Connection-Id", id}},
+		{http.MethodDelete, []string{"Acp-Connection-Id", id}},
+	} {
+		var body []byte
+		if r.method == http.MethodPost {
+			body = []byte(`{"jsonrpc":"2.0","id":2,"method":"x/echo"}`)
+		}
+		if st, _, b := d.do(r.method, "/acp/mock?access_token=s3cret", body, r.headers...); st != http.StatusUnauthorized {
+			t.Errorf("%s with access_token: %d %s", r.method, st, b)
+		}
+	}
 }
 
 // TestACPStdSessionStreams: a session's stream takes that session's

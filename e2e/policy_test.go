@@ -501,3 +501,84 @@ func startPolicyBenchDaemon(b *testing.B, home string, args ...string) string {
 	d := startDaemon(b, daemonOpts{Home: home, Args: append([]string{"--log-level", "warn"}, args...), Env: policyCacheEnv()})
 	return d.URL
 }
+
+// ACP's standard transport (/acp/{agent}) is decided by the same chain:
+// creating a connection (the initialize POST, a WebSocket upgrade) is
+// acp.start, implying agent.install for an agent that is not installed;
+// other POSTs and each WebSocket text frame acp.send, with the JSON-RPC
+// method peeked; DELETE acp.stop. denymethods before readonly, as in
+// TestPolicyDenyMethods.
+func TestPolicyACPStd(t *testing.T) {
+	dir := t.TempDir()
+	deny := filepath.Join(dir, "deny.json")
+	ro := filepath.Join(dir, "ro.json")
+	os.WriteFile(deny, []byte(`{"deny": ["terminal/*"]}`), 0o600)
+	os.WriteFile(ro, []byte(`{"tokens": {"viewer": "viewer"}}`), 0o600)
+	d := startDaemon(t, daemonOpts{Env: policyCacheEnv(), Args: withAdminFile(t,
+		"--policy", policyWasm(t, "denymethods")+",config="+deny+",timeout=2s",
+		"--policy", policyWasm(t, "readonly")+",config="+ro+",timeout=2s")})
+
+	st, h, b := d.do("POST", "/acp/mock", []byte(policyInit), "Content-Type", "application/json", "Authorization", "Bearer admin-tok")
+	id := h.Get("Acp-Connection-Id")
+	if st != 200 || id == "" {
+		t.Fatalf("admin's initialize: %d %s", st, b)
+	}
+	conn := []string{"Content-Type", "application/json", "Acp-Connection-Id", id}
+	d.check(t, []policyCheck{
+		{name: "viewer may not create a connection", token: "viewer", method: "POST", path: "/acp/mock", body: policyInit, headers: jsonCT, status: 403,
+			msg: "read-only token: acp.start is not allowed"},
+		{name: "nor one that needs installing", token: "viewer", method: "POST", path: "/acp/opencode", body: policyInit, headers: jsonCT, status: 403,
+			msg: "read-only token: acp.start+agent.install is not allowed"},
+		{name: "viewer sends on a connection", token: "viewer", method: "POST", path: "/acp/mock", body: `{"jsonrpc":"2.0","id":2,"method":"x/echo"}`, headers: conn, status: 202},
+		{name: "denied methods, for every token", token: "admin-tok", method: "POST", path: "/acp/mock", body: `{"jsonrpc":"2.0","id":3,"method":"terminal/create","params":{}}`, headers: conn, status: 403},
+		{name: "viewer may not end it", token: "viewer", method: "DELETE", path: "/acp/mock", headers: []string{"Acp-Connection-Id", id}, status: 403,
+			msg: "read-only token: acp.stop is not allowed"},
+		{name: "no token", method: "POST", path: "/acp/mock", body: `{"jsonrpc":"2.0","id":4,"method":"x/echo"}`, headers: conn, status: 401},
+		{name: "unknown token", token: "mallory", method: "DELETE", path: "/acp/mock", headers: []string{"Acp-Connection-Id", id}, status: 401},
+	})
+
+	// A WebSocket upgrade creates a connection: acp.start, also with the
+	// token as ?access_token= (which the policies see as Authorization).
+	for _, c := range []struct {
+		url     string
+		headers []string
+	}{
+		{wsURL(d, "mock"), []string{"Authorization", "Bearer viewer"}},
+		{wsURL(d, "mock") + "?access_token=viewer", nil},
+	} {
+		ws, err := dialWS(t, c.url, c.headers...)
+		if err != nil || ws.Resp.StatusCode != http.StatusForbidden {
+			t.Errorf("viewer's upgrade %s: %v %v", c.url, ws, err)
+		}
+	}
+	// Each text frame is decided with its method: denied ones are answered
+	// with a JSON-RPC error and never reach the agent.
+	ws, err := dialWS(t, wsURL(d, "mock")+"?access_token=admin-tok")
+	if err != nil || ws.Resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("admin's upgrade: %v %v", ws, err)
+	}
+	defer ws.Close()
+	ws.send(t, policyInit)
+	if got := ws.readText(t, 10*time.Second); !strings.Contains(got, `"id":1`) || strings.Contains(got, `"error"`) {
+		t.Fatalf("initialize: %s", got)
+	}
+	ws.send(t, `{"jsonrpc":"2.0","id":2,"method":"terminal/create","params":{}}`)
+	ws.send(t, `{"jsonrpc":"2.0","id":3,"method":"x/echo","params":{}}`)
+	var denied, echoed bool
+	for !denied || !echoed {
+		got := ws.readText(t, 10*time.Second)
+		switch {
+		case strings.Contains(got, `"id":2`) && strings.Contains(got, `"error"`):
+			denied = true
+		case strings.Contains(got, `"id":3`) && strings.Contains(got, `"echoedMethod":"x/echo"`):
+			echoed = true
+		case strings.Contains(got, "terminal/create"):
+			t.Fatalf("a denied frame reached the agent: %s", got)
+		default:
+			t.Fatalf("unexpected frame: %s", got)
+		}
+	}
+	if st, _, b := d.do("DELETE", "/acp/mock", nil, "Acp-Connection-Id", id, "Authorization", "Bearer admin-tok"); st != 202 {
+		t.Errorf("admin's DELETE: %d %s", st, b)
+	}
+}

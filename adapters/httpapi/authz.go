@@ -13,15 +13,17 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// The auth chain on the HTTP side. Every /v1 operation is registered with
-// route, which requires a describe function: what the operation does (an
-// action of domain.Actions) and on what. A middleware describes each
-// request with it and runs the chain (app/authz: policies, then the
-// built-in token check) before huma reads any input; an operation without
-// a describe function is refused (and TestEveryOperationReachesTheChain
-// fails). The one exception is the ACP POST when policies run: they see the
-// JSON-RPC kind, id and method, so it is authorised in its handler once
-// the body is peeked.
+// The auth chain on the HTTP side. Every /v1 and /acp operation is
+// registered with route, which requires a describe function: what the
+// operation does (an action of domain.Actions) and on what. A middleware
+// describes each request with it and runs the chain (app/authz: policies,
+// then the built-in token check) before huma reads any input; an
+// operation without a describe function is refused (and
+// TestEveryOperationReachesTheChain fails). The exceptions are the ACP
+// POSTs (/v1/acp/{server_id}, /acp/{agent}) when policies run: they see
+// the JSON-RPC kind, id and method, so they are authorised in their
+// handler once the body is peeked (and each /acp WebSocket text frame
+// likewise, in acpstd_ws.go).
 
 // describeFunc fills in the action and resource of a request.
 type describeFunc func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest)
@@ -29,13 +31,14 @@ type describeFunc func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest)
 // Operation metadata keys.
 const (
 	metaDescribe = "sandbox-agent.describe"
-	// metaDeferred marks the ACP POST: with policies, authorised in the
+	// metaDeferred marks the ACP POSTs: with policies, authorised in the
 	// handler after the body is peeked.
 	metaDeferred = "sandbox-agent.deferred"
 )
 
-// route registers an operation with what it does. Every /v1 operation is
-// registered through it, so none can be added without an action.
+// route registers an operation with what it does. Every /v1 and /acp
+// operation is registered through it, so none can be added without an
+// action.
 func route[I, O any](api huma.API, op huma.Operation, describe describeFunc, h func(context.Context, *I) (*O, error)) {
 	if describe == nil {
 		panic("httpapi: operation " + op.OperationID + " registered without an action")
