@@ -45,7 +45,7 @@ type proc struct {
 	mu       sync.Mutex // guards st and exitedAt
 	st       domain.ExitStatus
 	exitedAt int64
-	done     chan struct{} // closed once exited and its output is all in the log
+	done     chan struct{} // closed once exited, its output all in the log and its slot free (Service.supervise)
 }
 
 func newProc(p ports.Process, req domain.ProcessCreateRequest, dir string, logBytes int) *proc {
@@ -120,7 +120,6 @@ func (pr *proc) wait(grace time.Duration) domain.ExitStatus {
 	pr.st = st
 	pr.exitedAt = time.Now().UnixMilli()
 	pr.mu.Unlock()
-	close(pr.done)
 	return st
 }
 

@@ -241,6 +241,9 @@ func (s *Service) supervise(pr *proc) {
 	s.metrics.exited(st)
 	s.mu.Lock()
 	s.live--
+	// done is closed only once the slot is free, so a client that saw the
+	// exit (stop/kill with waitMs) can start the next process at once.
+	close(pr.done)
 	if s.procs[pr.id] == pr { // not deleted in the meantime
 		s.exited = append(s.exited, pr.id)
 	}
