@@ -125,8 +125,7 @@ func registerACP(api huma.API, cfg *Config) {
 		},
 	}, onServer(domain.ActionACPRead), func(ctx context.Context, in *acpStreamInput) (*huma.StreamResponse, error) {
 		if !accepts(in.req.Header.Get("Accept"), "text/event-stream") {
-			msg := "this endpoint only produces text/event-stream"
-			return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+			return nil, domain.NotAcceptable("this endpoint only produces text/event-stream")
 		}
 		var after *uint64
 		if in.LastEventID != "" {
@@ -176,7 +175,7 @@ func registerACP(api huma.API, cfg *Config) {
 func withHeaders[I, O any](h func(context.Context, *I) (O, error)) func(context.Context, *I) (O, error) {
 	return func(ctx context.Context, in *I) (O, error) {
 		out, err := h(ctx, in)
-		if e, ok := domain.AsError(err); ok && retryAfter[e.Kind] != "" {
+		if e, ok := domain.AsError(err); ok && kindInfo[e.Kind].retryAfter != "" {
 			return out, problemFor(ctx, err)
 		}
 		return out, err
@@ -206,12 +205,10 @@ func documentBody(api huma.API, path, method, contentType string, schema *huma.S
 // when the request is answered (also on error).
 func acpPostBody(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
 	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
-		msg := "expected Content-Type: application/json"
-		return nil, 0, &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, 0, domain.UnsupportedMedia("expected Content-Type: application/json")
 	}
 	if !accepts(r.Header.Get("Accept"), "application/json") {
-		msg := "this endpoint only produces application/json"
-		return nil, 0, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, 0, domain.NotAcceptable("this endpoint only produces application/json")
 	}
 	return readCharged(r, limit, budget)
 }
@@ -270,8 +267,8 @@ func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64,
 			break
 		}
 		if err != nil {
-			if e, ok := domain.AsError(err); ok {
-				return nil, charged, e
+			if _, ok := domain.AsError(err); ok {
+				return nil, charged, err // keeps a status override (408)
 			}
 			return nil, charged, invalid("reading request body: %v", err)
 		}
@@ -283,11 +280,7 @@ func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64,
 }
 
 func tooLarge(limit int64) error {
-	return &domain.Error{
-		Kind:    domain.KindPayloadTooLarge,
-		Msg:     "request body exceeds " + strconv.FormatInt(limit, 10) + " bytes",
-		Details: map[string]any{"limitBytes": limit},
-	}
+	return domain.PayloadTooLarge(limit)
 }
 
 // rawResponse answers 200 with the agent's bytes, or 202 with no body.

@@ -195,7 +195,7 @@ func parseStdFrame(body []byte) (domain.Frame, error) {
 	return frame, nil
 }
 
-var errBatch = &domain.Error{Kind: domain.KindInvalidRequest, Status: http.StatusNotImplemented, Msg: "JSON-RPC batches are not supported"}
+var errBatch = withStatus(http.StatusNotImplemented, domain.InvalidRequest("JSON-RPC batches are not supported"))
 
 // frameSession is the ACP session a message belongs to: the Acp-Session-Id
 // header, which must agree with params.sessionId when both are present and
@@ -224,14 +224,17 @@ func lookupConn(cfg *Config, id, agent string) (*acp.Conn, error) {
 	if id == "" {
 		return nil, invalid("missing Acp-Connection-Id header")
 	}
-	return cfg.Instances.Conn(id, agent)
+	c, err := cfg.Instances.Conn(id, agent)
+	if errors.Is(err, acp.ErrUnknownConnection) {
+		return nil, withStatus(http.StatusNotFound, acp.ErrUnknownConnection)
+	}
+	return c, err
 }
 
 // streamACPStd opens an SSE stream of a Streamable HTTP connection.
 func streamACPStd(cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
 	if !acceptsExactly(in.req.Header.Get("Accept"), "text/event-stream") {
-		msg := "Accept must include text/event-stream"
-		return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, domain.NotAcceptable("Accept must include text/event-stream")
 	}
 	if len(in.SessionID) > maxHeaderID {
 		return nil, invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)
@@ -245,8 +248,7 @@ func streamACPStd(cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error)
 		return nil, err
 	}
 	if c.Transport() != acp.TransportHTTP {
-		return nil, &domain.Error{Kind: domain.KindConflict, Msg: "a WebSocket connection has no SSE streams",
-			Details: map[string]any{"message": "a WebSocket connection has no SSE streams"}}
+		return nil, domain.Conflict("a WebSocket connection has no SSE streams")
 	}
 	st, err := c.OpenStream(in.SessionID, after)
 	if err != nil {

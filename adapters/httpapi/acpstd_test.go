@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
@@ -71,8 +72,7 @@ func TestAcceptsExactly(t *testing.T) {
 func TestParseStdFrame(t *testing.T) {
 	for _, body := range []string{"[]", "  [{}]", "\n[1]"} {
 		_, err := parseStdFrame([]byte(body))
-		e, ok := domain.AsError(err)
-		if !ok || e.Status != http.StatusNotImplemented {
+		if p := problemFor(context.Background(), err); p.Status != http.StatusNotImplemented || p.Type != "urn:sandbox-agent:error:invalid_request" {
 			t.Errorf("parseStdFrame(%q) = %v, want 501", body, err)
 		}
 	}

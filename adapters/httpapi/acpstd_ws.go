@@ -42,7 +42,7 @@ func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*
 	}
 	if !sameOriginOrAllowed(r, cfg.CORS) {
 		msg := "cross-origin WebSocket not allowed (see --cors-allow-origin)"
-		return nil, &domain.Error{Kind: domain.KindPermissionDenied, Details: map[string]any{"message": msg}}
+		return nil, domain.PermissionDenied(msg)
 	}
 	c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportWebSocket)
 	if err != nil {

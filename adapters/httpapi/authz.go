@@ -147,8 +147,7 @@ func checkJSONBody(r *http.Request, op *huma.Operation) error {
 	if isMediaType(r.Header.Get("Content-Type"), "application/json") {
 		return nil
 	}
-	msg := "expected Content-Type: application/json"
-	return &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
+	return domain.UnsupportedMedia("expected Content-Type: application/json")
 }
 
 // authorizeACPPost is the chain for POST /v1/acp/{server_id} when

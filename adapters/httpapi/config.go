@@ -156,8 +156,7 @@ func registerConfig(api huma.API, cfg *Config) {
 // configBody checks the media type and reads a config entry body.
 func configBody(r *http.Request) ([]byte, error) {
 	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
-		msg := "expected Content-Type: application/json"
-		return nil, &domain.Error{Kind: domain.KindUnsupportedMedia, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, domain.UnsupportedMedia("expected Content-Type: application/json")
 	}
 	return readLimited(r, maxConfigBody)
 }
@@ -168,7 +167,7 @@ func configParseError(err error) error {
 	if errors.Is(err, domain.ErrConfigSyntax) {
 		return invalid("invalid JSON body: %v", errors.Unwrap(err))
 	}
-	return &domain.Error{Kind: domain.KindInvalidRequest, Msg: err.Error(), Status: http.StatusUnprocessableEntity}
+	return withStatus(http.StatusUnprocessableEntity, domain.InvalidRequest("%s", err.Error()))
 }
 
 var stringMapSchema = &huma.Schema{Type: "object", AdditionalProperties: &huma.Schema{Type: "string"}}

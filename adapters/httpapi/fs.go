@@ -384,7 +384,7 @@ func (w *rangeProblems) WriteHeader(code int) {
 	w.swallow = true
 	h := w.Header()
 	h.Del("X-Content-Type-Options")
-	p := problemFor(w.ctx, &domain.Error{Kind: domain.KindInvalidRequest, Msg: "requested range not satisfiable", Status: code})
+	p := problemFor(w.ctx, withStatus(code, domain.InvalidRequest("requested range not satisfiable")))
 	body := p.body()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -41,7 +41,7 @@ func (b *inflight) give(n int64) {
 
 func (b *inflight) overloaded() error {
 	msg := "request bodies waiting for agents already hold " + strconv.FormatInt(b.max, 10) + " bytes (--inflight-bytes); retry later"
-	return &domain.Error{Kind: domain.KindOverloaded, Msg: msg, Details: map[string]any{"message": msg, "limitBytes": b.max}}
+	return domain.Overloaded(msg, b.max)
 }
 
 // readIdle cuts request bodies that deliver nothing for timeout: each Read
@@ -100,7 +100,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 // bodyIdle is the 408 of a body cut by the read idle timeout.
 func bodyIdle(timeout time.Duration) error {
 	msg := "the request body delivered nothing for " + timeout.String() + " (--read-idle-timeout)"
-	return &domain.Error{Kind: domain.KindTimeout, Status: http.StatusRequestTimeout, Details: map[string]any{"message": msg}}
+	return withStatus(http.StatusRequestTimeout, domain.Timeout(msg))
 }
 
 // LimitListener caps the connections open at once (--max-conns). A

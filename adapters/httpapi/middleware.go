@@ -75,7 +75,7 @@ func problemOnMiss(mux *http.ServeMux, cfg *Config) http.Handler {
 		mux.ServeHTTP(rec, r)
 		switch rec.status {
 		case http.StatusMethodNotAllowed:
-			p := problemFor(r.Context(), &domain.Error{Kind: domain.KindInvalidRequest, Msg: "method not allowed", Status: http.StatusMethodNotAllowed})
+			p := problemFor(r.Context(), withStatus(http.StatusMethodNotAllowed, domain.InvalidRequest("method not allowed")))
 			writeProblem(w, p.withHeader("Allow", rec.header.Get("Allow")))
 		case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 			for k, v := range rec.header {
@@ -83,7 +83,7 @@ func problemOnMiss(mux *http.ServeMux, cfg *Config) http.Handler {
 			}
 			w.WriteHeader(rec.status)
 		default:
-			writeProblem(w, problemFor(r.Context(), &domain.Error{Kind: domain.KindInvalidRequest, Msg: "endpoint not found", Status: http.StatusNotFound}))
+			writeProblem(w, problemFor(r.Context(), withStatus(http.StatusNotFound, domain.InvalidRequest("endpoint not found"))))
 		}
 	})
 }

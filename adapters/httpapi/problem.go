@@ -40,48 +40,71 @@ func (p *Problem) ContentType(string) string       { return "application/problem
 func (p *Problem) GetHeaders() http.Header         { return p.headers }
 func (p *Problem) withHeader(k, v string) *Problem { p.headers = http.Header{k: {v}}; return p }
 
-// kindInfo is the error table of api.md section 1: status, title, and
-// whether the detail carries the message after "<kind>: ".
+// shape says which of a domain.Error's fields reach the wire, and where.
+type shape uint16
+
+const (
+	msgInDetail     shape = 1 << iota // detail is "<prefix>: <Msg>"
+	agentInDetail                     // detail is "<prefix>: <Agent>"
+	sessionInDetail                   // detail is "<prefix>: <SessionID>"
+	withAgent                         // top-level "agent"
+	withSessionID                     // top-level "sessionId"
+	withMessage                       // details.message = Msg (omitted when empty)
+	withStderr                        // details.stderr, and details.step when set
+	withExitCode                      // details.exitCode (null after a signal)
+	withLimit                         // details.limitBytes
+	withCount                         // details.limit, a count
+	withMinFree                       // details.minFreeBytes
+)
+
+// kindInfo is the error table of api.md section 1: status, title, detail
+// prefix, and which fields of the error reach the wire. It is the only place
+// that knows a kind's status or wire shape; adding a kind is one row here
+// (and its constant and constructor in domain/errors.go).
 var kindInfo = map[domain.Kind]struct {
 	status int
 	title  string
-	prefix string // detail prefix; the message follows it
+	prefix string // detail prefix
+	shape  shape
+	// retryAfter is the Retry-After (seconds) of the kinds that mean "not
+	// now": a slot or a budget frees up as agents exit and requests
+	// complete.
+	retryAfter string
 }{
-	domain.KindInvalidRequest:      {400, "Invalid Request", "invalid request"},
-	domain.KindUnsupportedAgent:    {400, "Unsupported Agent", "unsupported agent"},
-	domain.KindTokenInvalid:        {401, "Token Invalid", "token invalid"},
-	domain.KindPermissionDenied:    {403, "Permission Denied", "permission denied"},
-	domain.KindAgentNotInstalled:   {404, "Agent Not Installed", "agent not installed"},
-	domain.KindSessionNotFound:     {404, "Session Not Found", "session not found"},
-	domain.KindNotAcceptable:       {406, "Not Acceptable", "not acceptable"},
-	domain.KindConflict:            {409, "Conflict", "conflict"},
-	domain.KindPayloadTooLarge:     {413, "Payload Too Large", "payload too large"},
-	domain.KindUnsupportedMedia:    {415, "Unsupported Media Type", "unsupported media type"},
-	domain.KindTooManyInstances:    {429, "Too Many Instances", "too many instances"},
-	domain.KindInstallFailed:       {500, "Install Failed", "install failed"},
-	domain.KindAgentProcessExited:  {500, "Agent Process Exited", "agent process exited"},
-	domain.KindStreamError:         {502, "Stream Error", "stream error"},
-	domain.KindOverloaded:          {503, "Overloaded", "overloaded"},
-	domain.KindTimeout:             {504, "Timeout", "timeout"},
-	domain.KindNotFound:            {404, "Not Found", "not found"},
-	domain.KindTooManyRequests:     {429, "Too Many Requests", "too many requests"},
-	domain.KindInsufficientStorage: {507, "Insufficient Storage", "insufficient storage"},
+	domain.KindInvalidRequest:      {400, "Invalid Request", "invalid request", msgInDetail, ""},
+	domain.KindUnsupportedAgent:    {400, "Unsupported Agent", "unsupported agent", agentInDetail | withAgent | withMessage, ""},
+	domain.KindTokenInvalid:        {401, "Token Invalid", "token invalid", withMessage, ""},
+	domain.KindPermissionDenied:    {403, "Permission Denied", "permission denied", withMessage, ""},
+	domain.KindAgentNotInstalled:   {404, "Agent Not Installed", "agent not installed", agentInDetail | withAgent, ""},
+	domain.KindSessionNotFound:     {404, "Session Not Found", "session not found", sessionInDetail | withSessionID, ""},
+	domain.KindNotAcceptable:       {406, "Not Acceptable", "not acceptable", msgInDetail | withMessage, ""},
+	domain.KindConflict:            {409, "Conflict", "conflict", msgInDetail | withMessage, ""},
+	domain.KindPayloadTooLarge:     {413, "Payload Too Large", "payload too large", msgInDetail | withLimit, ""},
+	domain.KindUnsupportedMedia:    {415, "Unsupported Media Type", "unsupported media type", msgInDetail | withMessage, ""},
+	domain.KindInstallFailed:       {500, "Install Failed", "install failed", agentInDetail | withAgent | withStderr, ""},
+	domain.KindAgentProcessExited:  {500, "Agent Process Exited", "agent process exited", agentInDetail | withAgent | withStderr | withExitCode, ""},
+	domain.KindStreamError:         {502, "Stream Error", "stream error", msgInDetail | withMessage, ""},
+	domain.KindTimeout:             {504, "Timeout", "timeout", withMessage, ""},
+	domain.KindNotFound:            {404, "Not Found", "not found", msgInDetail, ""},
+	domain.KindTooManyInstances:    {429, "Too Many Instances", "too many instances", msgInDetail | withMessage | withCount, "5"},
+	domain.KindOverloaded:          {503, "Overloaded", "overloaded", msgInDetail | withMessage | withLimit, "1"},
+	domain.KindTooManyRequests:     {429, "Too Many Requests", "too many requests", msgInDetail | withMessage | withCount, "1"},
+	domain.KindInsufficientStorage: {507, "Insufficient Storage", "insufficient storage", msgInDetail | withMinFree, ""},
 }
 
-// retryAfter is the Retry-After (seconds) of the kinds that mean "not now":
-// a slot or a budget frees up as agents exit and requests complete.
-var retryAfter = map[domain.Kind]string{
-	domain.KindTooManyInstances: "5",
-	domain.KindOverloaded:       "1",
-	domain.KindTooManyRequests:  "1",
+// statusError answers an error with a status other than its kind's usual
+// one (405, 410, 416, 422 for invalid_request, a policy's chosen status).
+// The status is an HTTP matter, so it lives here and not on domain.Error.
+type statusError struct {
+	err    *domain.Error
+	status int
 }
 
-// Kinds whose detail is only the prefix, with the message in details.message.
-var detailWithoutMessage = map[domain.Kind]bool{
-	domain.KindTokenInvalid:     true,
-	domain.KindPermissionDenied: true,
-	domain.KindTimeout:          true,
-}
+func (s *statusError) Error() string { return s.err.Error() }
+func (s *statusError) Unwrap() error { return s.err }
+
+// withStatus makes err answer with status.
+func withStatus(status int, err *domain.Error) error { return &statusError{err: err, status: status} }
 
 // problemFor is the one place where an error becomes an HTTP response. Known
 // kinds follow the table; anything else is a 500 whose cause is logged with
@@ -92,30 +115,21 @@ func problemFor(ctx context.Context, err error) *Problem {
 		return p
 	}
 	if e, ok := domain.AsError(err); ok {
-		info, known := kindInfo[e.Kind]
-		if known {
-			detail := info.prefix
-			if e.Msg != "" && !detailWithoutMessage[e.Kind] {
-				detail += ": " + e.Msg
-			}
+		if info, known := kindInfo[e.Kind]; known {
 			status := info.status
-			if e.Status != 0 {
-				status = e.Status
+			if e.PolicyStatus != 0 {
+				status = e.PolicyStatus
+			}
+			var se *statusError
+			if errors.As(err, &se) {
+				status = se.status
 			}
 			if e.Err != nil {
 				logger(ctx).Debug("request failed", "kind", e.Kind, "err", e.Err)
 			}
-			p := &Problem{
-				Type:      "urn:sandbox-agent:error:" + string(e.Kind),
-				Title:     info.title,
-				Status:    status,
-				Detail:    detail,
-				Agent:     e.Agent,
-				SessionID: e.SessionID,
-				Details:   e.Details,
-			}
-			if after, ok := retryAfter[e.Kind]; ok {
-				p.withHeader("Retry-After", after)
+			p := wireProblem(e, status, info.title, info.prefix, info.shape)
+			if info.retryAfter != "" {
+				p.withHeader("Retry-After", info.retryAfter)
 			}
 			return p
 		}
@@ -128,19 +142,57 @@ func problemFor(ctx context.Context, err error) *Problem {
 	return &Problem{Type: "urn:sandbox-agent:error:internal", Title: "Internal Server Error", Status: 500, Detail: "internal error"}
 }
 
-// humaLimit finds the limit in huma's 413 message ("request body is too
-// large limit=1048576 bytes"), so every 413 carries details.limitBytes.
-func humaLimit(msg string) (int64, bool) {
-	_, rest, ok := strings.Cut(msg, "limit=")
-	if !ok {
-		return 0, false
+// wireProblem lays e out as its kind's shape says.
+func wireProblem(e *domain.Error, status int, title, prefix string, sh shape) *Problem {
+	p := &Problem{Type: "urn:sandbox-agent:error:" + string(e.Kind), Title: title, Status: status, Detail: prefix}
+	subject := ""
+	switch {
+	case sh&msgInDetail != 0:
+		subject = e.Msg
+	case sh&agentInDetail != 0:
+		subject = e.Agent
+	case sh&sessionInDetail != 0:
+		subject = e.SessionID
 	}
-	end := 0
-	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
-		end++
+	if subject != "" {
+		p.Detail += ": " + subject
 	}
-	n, err := strconv.ParseInt(rest[:end], 10, 64)
-	return n, err == nil
+	if sh&withAgent != 0 {
+		p.Agent = e.Agent
+	}
+	if sh&withSessionID != 0 {
+		p.SessionID = e.SessionID
+	}
+	details := map[string]any{}
+	if sh&withMessage != 0 && e.Msg != "" {
+		details["message"] = e.Msg
+	}
+	if sh&withStderr != 0 {
+		details["stderr"] = e.Stderr
+		if e.Step != "" {
+			details["step"] = e.Step
+		}
+	}
+	if sh&withExitCode != 0 {
+		if e.ExitCode != nil {
+			details["exitCode"] = *e.ExitCode
+		} else {
+			details["exitCode"] = nil
+		}
+	}
+	if sh&withLimit != 0 {
+		details["limitBytes"] = e.LimitBytes
+	}
+	if sh&withCount != 0 {
+		details["limit"] = e.Limit
+	}
+	if sh&withMinFree != 0 {
+		details["minFreeBytes"] = e.MinFreeBytes
+	}
+	if len(details) > 0 {
+		p.Details = details
+	}
+	return p
 }
 
 // invalid is a shorthand for a 400 invalid_request problem.
@@ -207,14 +259,29 @@ func humaError(ctx context.Context, status int, msg string, errs ...error) huma.
 		slog.Default().Error("internal error", "status", status, "detail", detail)
 		return &Problem{Type: "urn:sandbox-agent:error:internal", Title: "Internal Server Error", Status: 500, Detail: "internal error"}
 	}
-	e := &domain.Error{Kind: kind, Msg: detail}
+	p := problemFor(ctx, withStatus(status, domain.Errorf(kind, "%s", detail)))
 	if kind != domain.KindInvalidRequest {
-		e.Details = map[string]any{"message": detail}
+		// huma's message, whatever the kind's usual details; every 413
+		// carries details.limitBytes.
+		p.Details = map[string]any{"message": detail}
+		if limit, ok := humaLimit(detail); ok && kind == domain.KindPayloadTooLarge {
+			p.Details["limitBytes"] = limit
+		}
 	}
-	if limit, ok := humaLimit(detail); ok && kind == domain.KindPayloadTooLarge {
-		e.Details["limitBytes"] = limit
-	}
-	p := problemFor(ctx, e)
-	p.Status = status
 	return p
+}
+
+// humaLimit finds the limit in huma's 413 message ("request body is too
+// large limit=1048576 bytes"), so every 413 carries details.limitBytes.
+func humaLimit(msg string) (int64, bool) {
+	_, rest, ok := strings.Cut(msg, "limit=")
+	if !ok {
+		return 0, false
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	n, err := strconv.ParseInt(rest[:end], 10, 64)
+	return n, err == nil
 }

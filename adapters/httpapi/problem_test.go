@@ -18,6 +18,7 @@ import (
 // each kind's status, title, type, detail and extension shape, as the
 // client receives it.
 func TestProblemForKinds(t *testing.T) {
+	three := 3
 	tests := []struct {
 		err    *domain.Error
 		status int
@@ -26,42 +27,49 @@ func TestProblemForKinds(t *testing.T) {
 	}{
 		{domain.InvalidRequest("missing required 'agent' query parameter for first POST to /v1/acp/x"), 400, "Invalid Request",
 			`{"type":"urn:sandbox-agent:error:invalid_request","title":"Invalid Request","status":400,"detail":"invalid request: missing required 'agent' query parameter for first POST to /v1/acp/x"}`},
-		{&domain.Error{Kind: domain.KindUnsupportedAgent, Msg: "nope", Agent: "nope"}, 400, "Unsupported Agent",
+		{domain.UnsupportedAgent("nope"), 400, "Unsupported Agent",
 			`{"type":"urn:sandbox-agent:error:unsupported_agent","title":"Unsupported Agent","status":400,"detail":"unsupported agent: nope","agent":"nope"}`},
-		{&domain.Error{Kind: domain.KindTokenInvalid, Details: map[string]any{"message": "missing or invalid bearer token"}}, 401, "Token Invalid",
+		{domain.UnlistedAgent("nope", errors.New("dial tcp: refused")), 400, "Unsupported Agent",
+			`{"type":"urn:sandbox-agent:error:unsupported_agent","title":"Unsupported Agent","status":400,"detail":"unsupported agent: nope","agent":"nope","details":{"message":"not a known agent, and the ACP registry could not be read: dial tcp: refused"}}`},
+		{domain.TokenInvalid("missing or invalid bearer token"), 401, "Token Invalid",
 			`{"type":"urn:sandbox-agent:error:token_invalid","title":"Token Invalid","status":401,"detail":"token invalid","details":{"message":"missing or invalid bearer token"}}`},
-		{&domain.Error{Kind: domain.KindPermissionDenied, Msg: "ignored in detail", Details: map[string]any{"message": "policy says no"}}, 403, "Permission Denied",
+		{domain.PermissionDenied("policy says no"), 403, "Permission Denied",
 			`{"type":"urn:sandbox-agent:error:permission_denied","title":"Permission Denied","status":403,"detail":"permission denied","details":{"message":"policy says no"}}`},
-		{&domain.Error{Kind: domain.KindAgentNotInstalled, Msg: "claude", Agent: "claude"}, 404, "Agent Not Installed",
+		{domain.AgentNotInstalled("claude"), 404, "Agent Not Installed",
 			`{"type":"urn:sandbox-agent:error:agent_not_installed","title":"Agent Not Installed","status":404,"detail":"agent not installed: claude","agent":"claude"}`},
-		{&domain.Error{Kind: domain.KindSessionNotFound, Msg: "s1", SessionID: "s1"}, 404, "Session Not Found",
+		{domain.SessionNotFound("s1"), 404, "Session Not Found",
 			`{"type":"urn:sandbox-agent:error:session_not_found","title":"Session Not Found","status":404,"detail":"session not found: s1","sessionId":"s1"}`},
-		{&domain.Error{Kind: domain.KindNotAcceptable, Msg: "this endpoint only produces application/json", Details: map[string]any{"message": "this endpoint only produces application/json"}}, 406, "Not Acceptable",
+		{domain.NotAcceptable("this endpoint only produces application/json"), 406, "Not Acceptable",
 			`{"type":"urn:sandbox-agent:error:not_acceptable","title":"Not Acceptable","status":406,"detail":"not acceptable: this endpoint only produces application/json","details":{"message":"this endpoint only produces application/json"}}`},
-		{&domain.Error{Kind: domain.KindConflict, Msg: "server 's' already exists for agent 'a'; requested 'b'", Details: map[string]any{"message": "server 's' already exists for agent 'a'; requested 'b'"}}, 409, "Conflict",
+		{domain.Conflict("server 's' already exists for agent 'a'; requested 'b'"), 409, "Conflict",
 			`{"type":"urn:sandbox-agent:error:conflict","title":"Conflict","status":409,"detail":"conflict: server 's' already exists for agent 'a'; requested 'b'","details":{"message":"server 's' already exists for agent 'a'; requested 'b'"}}`},
-		{tooLarge(32 << 20).(*domain.Error), 413, "Payload Too Large",
+		{domain.TooLarge(8, "input of 9 bytes exceeds maxInputBytesPerRequest (8)"), 413, "Payload Too Large",
+			`{"type":"urn:sandbox-agent:error:payload_too_large","title":"Payload Too Large","status":413,"detail":"payload too large: input of 9 bytes exceeds maxInputBytesPerRequest (8)","details":{"limitBytes":8}}`},
+		{domain.PayloadTooLarge(32 << 20), 413, "Payload Too Large",
 			`{"type":"urn:sandbox-agent:error:payload_too_large","title":"Payload Too Large","status":413,"detail":"payload too large: request body exceeds 33554432 bytes","details":{"limitBytes":33554432}}`},
-		{&domain.Error{Kind: domain.KindUnsupportedMedia, Msg: "expected Content-Type: application/json", Details: map[string]any{"message": "expected Content-Type: application/json"}}, 415, "Unsupported Media Type",
+		{domain.UnsupportedMedia("expected Content-Type: application/json"), 415, "Unsupported Media Type",
 			`{"type":"urn:sandbox-agent:error:unsupported_media_type","title":"Unsupported Media Type","status":415,"detail":"unsupported media type: expected Content-Type: application/json","details":{"message":"expected Content-Type: application/json"}}`},
-		{&domain.Error{Kind: domain.KindInstallFailed, Msg: "codex", Agent: "codex", Details: map[string]any{"stderr": "npm ERR! 404"}}, 500, "Install Failed",
+		{domain.InstallFailed("codex", "npm ERR! 404"), 500, "Install Failed",
 			`{"type":"urn:sandbox-agent:error:install_failed","title":"Install Failed","status":500,"detail":"install failed: codex","agent":"codex","details":{"stderr":"npm ERR! 404"}}`},
-		{&domain.Error{Kind: domain.KindAgentProcessExited, Msg: "mock", Agent: "mock", Details: map[string]any{"exitCode": 3, "stderr": "a\nb"}}, 500, "Agent Process Exited",
+		{domain.InstallStepFailed("codex", "npm install", "npm ERR! 404"), 500, "Install Failed",
+			`{"type":"urn:sandbox-agent:error:install_failed","title":"Install Failed","status":500,"detail":"install failed: codex","agent":"codex","details":{"stderr":"npm install: npm ERR! 404","step":"npm install"}}`},
+		{domain.AgentExited("mock", &three, "a\nb"), 500, "Agent Process Exited",
 			`{"type":"urn:sandbox-agent:error:agent_process_exited","title":"Agent Process Exited","status":500,"detail":"agent process exited: mock","agent":"mock","details":{"exitCode":3,"stderr":"a\nb"}}`},
-		{&domain.Error{Kind: domain.KindAgentProcessExited, Msg: "mock", Agent: "mock", Details: map[string]any{"exitCode": nil, "stderr": ""}}, 500, "Agent Process Exited",
+		{domain.AgentExited("mock", nil, ""), 500, "Agent Process Exited",
 			`{"type":"urn:sandbox-agent:error:agent_process_exited","title":"Agent Process Exited","status":500,"detail":"agent process exited: mock","agent":"mock","details":{"exitCode":null,"stderr":""}}`},
-		{&domain.Error{Kind: domain.KindStreamError, Msg: "failed to start agent process: x", Details: map[string]any{"message": "failed to start agent process: x"}, Err: errors.New("/secret/host/path: no such file")}, 502, "Stream Error",
+		{domain.StreamError("failed to start agent process: x").Because(errors.New("/secret/host/path: no such file")), 502, "Stream Error",
 			`{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: failed to start agent process: x","details":{"message":"failed to start agent process: x"}}`},
-		{&domain.Error{Kind: domain.KindTooManyInstances, Msg: "limit", Details: map[string]any{"message": "limit", "limit": 2}}, 429, "Too Many Instances",
+		{domain.TooManyInstances("limit", 2), 429, "Too Many Instances",
 			`{"type":"urn:sandbox-agent:error:too_many_instances","title":"Too Many Instances","status":429,"detail":"too many instances: limit","details":{"limit":2,"message":"limit"}}`},
-		{&domain.Error{Kind: domain.KindOverloaded, Msg: "busy", Details: map[string]any{"message": "busy", "limitBytes": 10}}, 503, "Overloaded",
+		{domain.Overloaded("busy", 10), 503, "Overloaded",
 			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: busy","details":{"limitBytes":10,"message":"busy"}}`},
-		{&domain.Error{Kind: domain.KindTimeout, Details: map[string]any{"message": "timed out waiting for agent response"}}, 504, "Timeout",
+		{domain.Timeout("timed out waiting for agent response"), 504, "Timeout",
 			`{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`},
-		{&domain.Error{Kind: domain.KindNotFound, Msg: "process proc_7"}, 404, "Not Found",
+		{domain.NotFound("process proc_7"), 404, "Not Found",
 			`{"type":"urn:sandbox-agent:error:not_found","title":"Not Found","status":404,"detail":"not found: process proc_7"}`},
-		{&domain.Error{Kind: domain.KindTooManyRequests, Msg: "64 processes are alive", Details: map[string]any{"limit": 64}}, 429, "Too Many Requests",
-			`{"type":"urn:sandbox-agent:error:too_many_requests","title":"Too Many Requests","status":429,"detail":"too many requests: 64 processes are alive","details":{"limit":64}}`},
+		// As the processes service sends it: the message and the cap.
+		{domain.TooManyRequests("64 processes are alive", 64), 429, "Too Many Requests",
+			`{"type":"urn:sandbox-agent:error:too_many_requests","title":"Too Many Requests","status":429,"detail":"too many requests: 64 processes are alive","details":{"limit":64,"message":"64 processes are alive"}}`},
 		{domain.InsufficientStorage(1<<30, "less than 1073741824 bytes free"), 507, "Insufficient Storage",
 			`{"type":"urn:sandbox-agent:error:insufficient_storage","title":"Insufficient Storage","status":507,"detail":"insufficient storage: less than 1073741824 bytes free","details":{"minFreeBytes":1073741824}}`},
 	}
@@ -103,7 +111,7 @@ func TestProblemForKinds(t *testing.T) {
 
 func TestProblemForOthers(t *testing.T) {
 	t.Run("status override keeps the kind", func(t *testing.T) {
-		p := problemFor(context.Background(), &domain.Error{Kind: domain.KindInvalidRequest, Msg: "method not allowed", Status: 405})
+		p := problemFor(context.Background(), fmt.Errorf("wrapped: %w", withStatus(405, domain.InvalidRequest("method not allowed"))))
 		if p.Status != 405 || p.Type != "urn:sandbox-agent:error:invalid_request" || p.Detail != "invalid request: method not allowed" {
 			t.Errorf("%+v", p)
 		}

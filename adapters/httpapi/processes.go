@@ -268,7 +268,7 @@ func registerProcesses(api huma.API, cfg *Config) {
 		}
 		if !accepts(in.req.Header.Get("Accept"), "text/event-stream") {
 			msg := "follow=true only produces text/event-stream"
-			return nil, &domain.Error{Kind: domain.KindNotAcceptable, Msg: msg, Details: map[string]any{"message": msg}}
+			return nil, domain.NotAcceptable(msg)
 		}
 		if q.Tail > 0 {
 			// Start the stream at the last Tail entries.

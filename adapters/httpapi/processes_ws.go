@@ -59,7 +59,7 @@ func registerTerminalWS(api huma.API, cfg *Config) {
 		}
 		if !tty {
 			msg := "process is not running in tty mode"
-			return nil, &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+			return nil, domain.Conflict(msg)
 		}
 		if err := checkUpgrade(in.req, cfg.CORS); err != nil {
 			return nil, err
@@ -99,7 +99,7 @@ func checkUpgrade(r *http.Request, c CORS) error {
 		return nil
 	}
 	msg := "cross-origin WebSocket from " + origin + " is not allowed (see --cors-allow-origin)"
-	return &domain.Error{Kind: domain.KindPermissionDenied, Details: map[string]any{"message": msg}}
+	return domain.PermissionDenied(msg)
 }
 
 func headerHasToken(h http.Header, name, token string) bool {

@@ -38,11 +38,7 @@ func registerRoot(mux *http.ServeMux, api huma.API, cfg *Config) {
 		if !tokenOnly(w, r, cfg) {
 			return
 		}
-		p := problemFor(ctx.Context(), &domain.Error{
-			Kind:   domain.KindInvalidRequest,
-			Msg:    "/v1/rpc has been removed; use /v1/acp/{server_id}",
-			Status: http.StatusGone,
-		})
+		p := problemFor(ctx.Context(), withStatus(http.StatusGone, domain.InvalidRequest("/v1/rpc has been removed; use /v1/acp/{server_id}")))
 		writeProblem(w, p)
 	}
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {

@@ -130,7 +130,7 @@ func (s *Instances) Conn(id, agent string) (*Conn, error) {
 	in := s.byID[id]
 	s.mu.Unlock()
 	if in == nil || in.routes == nil || in.agent != agent {
-		return nil, &domain.Error{Kind: domain.KindInvalidRequest, Status: 404, Msg: "unknown Acp-Connection-Id"}
+		return nil, ErrUnknownConnection
 	}
 	return &Conn{s: s, in: in}, nil
 }
@@ -158,8 +158,12 @@ type Stream struct {
 }
 
 func streamConflict(msg string) error {
-	return &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+	return domain.Conflict(msg)
 }
+
+// ErrUnknownConnection is a connection id no instance of the agent has
+// (the HTTP adapter answers it 404).
+var ErrUnknownConnection = domain.InvalidRequest("unknown Acp-Connection-Id")
 
 // OpenStream opens the connection's stream (session "") or a session's
 // stream. Each has at most one reader at a time (409 otherwise, as in the

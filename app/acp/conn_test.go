@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,8 +42,8 @@ func TestConnRoutesEachMessageOnce(t *testing.T) {
 	}
 	for _, bad := range [][2]string{{c.ID(), "other"}, {"nope", "mock"}} {
 		_, err := r.s.Conn(bad[0], bad[1])
-		if e := wantKind(t, err, domain.KindInvalidRequest, ""); e.Status != 404 {
-			t.Errorf("Conn(%q, %q): status %d, want 404", bad[0], bad[1], e.Status)
+		if wantKind(t, err, domain.KindInvalidRequest, ""); !errors.Is(err, ErrUnknownConnection) {
+			t.Errorf("Conn(%q, %q) = %v, want ErrUnknownConnection (404)", bad[0], bad[1], err)
 		}
 	}
 	// initialize-like: answered in the POST body, carried by no stream.

@@ -263,27 +263,12 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 	close(in.done)
 }
 
-func codeOrNil(c *int) any {
-	if c == nil {
-		return nil
-	}
-	return *c
-}
-
 // exitError is the error for requests that can no longer be answered.
 func (in *instance) exitError() error {
 	in.mu.Lock()
 	st := in.status
 	in.mu.Unlock()
-	return &domain.Error{
-		Kind:  domain.KindAgentProcessExited,
-		Msg:   in.agent,
-		Agent: in.agent,
-		Details: map[string]any{
-			"exitCode": codeOrNil(st.Code),
-			"stderr":   in.stderr.String(),
-		},
-	}
+	return domain.AgentExited(in.agent, st.Code, in.stderr.String())
 }
 
 // write sends one frame plus a newline to stdin. Writes never interleave; a
@@ -325,7 +310,7 @@ func (in *instance) writeFailure(err error) error {
 	if exited {
 		return in.exitError()
 	}
-	return &domain.Error{Kind: domain.KindStreamError, Msg: "failed to write to agent stdin", Details: map[string]any{"message": "failed to write to agent stdin"}, Err: err}
+	return domain.StreamError("failed to write to agent stdin").Because(err)
 }
 
 // post forwards one client frame and, for a synchronous request, waits for
@@ -352,8 +337,7 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 	}
 	if _, dup := in.pending[key]; dup {
 		in.mu.Unlock()
-		msg := "request id " + string(f.ID) + " is already in flight on server '" + in.id + "'"
-		return nil, &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+		return nil, domain.Conflict("request id " + string(f.ID) + " is already in flight on server '" + in.id + "'")
 	}
 	in.pending[key] = p
 	in.mu.Unlock()
@@ -383,8 +367,7 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 		return r.data, nil
 	case <-timeout:
 		in.forget(key, p)
-		msg := "timed out waiting for agent response"
-		return nil, &domain.Error{Kind: domain.KindTimeout, Details: map[string]any{"message": msg}}
+		return nil, domain.Timeout("timed out waiting for agent response")
 	case <-ctx.Done():
 		in.forget(key, p)
 		return nil, ctx.Err()
@@ -449,4 +432,12 @@ func (in *instance) info() ServerInfo {
 		BufferedEvents:  st.Events,
 		BufferedBytes:   st.Bytes,
 	}
+}
+
+// codeOrNil logs an exit code, or nil after a signal.
+func codeOrNil(c *int) any {
+	if c == nil {
+		return nil
+	}
+	return *c
 }

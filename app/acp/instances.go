@@ -185,8 +185,7 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 		if in := s.byID[req.ServerID]; in != nil {
 			s.mu.Unlock()
 			if req.HasAgent && req.Agent != in.agent {
-				msg := "server '" + req.ServerID + "' already exists for agent '" + in.agent + "'; requested '" + req.Agent + "'"
-				return nil, &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+				return nil, domain.Conflict("server '" + req.ServerID + "' already exists for agent '" + in.agent + "'; requested '" + req.Agent + "'")
 			}
 			return in, nil
 		}
@@ -247,10 +246,10 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 // HTTP adapter: an instance frees its slot when its agent exits.
 func tooManyInstances(limit int) error {
 	msg := "the daemon already runs " + strconv.Itoa(limit) + " agents (--max-instances); DELETE one or retry later"
-	return &domain.Error{Kind: domain.KindTooManyInstances, Msg: msg, Details: map[string]any{"message": msg, "limit": limit}}
+	return domain.TooManyInstances(msg, limit)
 }
 
-var errShuttingDown = &domain.Error{Kind: domain.KindStreamError, Msg: "daemon is shutting down", Details: map[string]any{"message": "daemon is shutting down"}}
+var errShuttingDown = domain.StreamError("daemon is shutting down")
 
 // create resolves and spawns the agent. The install and spawn outlive the
 // request that asked for them: a client giving up mid-install must not leave
@@ -264,8 +263,7 @@ func (s *Instances) create(ctx context.Context, id, agent string, r *routes) (*i
 	proc, err := s.runner.Start(ctx, spec)
 	if err != nil {
 		s.opts.metrics.spawnFailed()
-		msg := "failed to start agent process: " + err.Error()
-		return nil, &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
+		return nil, domain.StreamError("failed to start agent process: " + err.Error()).Because(err)
 	}
 	s.opts.metrics.spawned()
 	in := newInstance(id, agent, proc, &s.opts, s.opts.Now(), s.replay, s.exitedOne, r)
@@ -341,7 +339,7 @@ func (s *Instances) Subscribe(id string, after *uint64) (*Cursor, error) {
 }
 
 func notFound(id string) error {
-	return &domain.Error{Kind: domain.KindSessionNotFound, Msg: id, SessionID: id}
+	return domain.SessionNotFound(id)
 }
 
 // Delete stops and forgets an instance. It is idempotent and returns once the

@@ -193,8 +193,13 @@ func wantKind(t *testing.T, err error, k domain.Kind, msg string) *domain.Error 
 	if !ok || e.Kind != k {
 		t.Fatalf("err = %v, want kind %s", err, k)
 	}
-	if msg != "" && e.Msg != msg {
-		t.Errorf("msg = %q, want %q", e.Msg, msg)
+	// msg is the message, or for errors about an agent or id, that subject.
+	got := e.Msg
+	if got == "" {
+		got = e.Agent + e.SessionID
+	}
+	if msg != "" && got != msg {
+		t.Errorf("msg = %q, want %q", got, msg)
 	}
 	return e
 }
@@ -246,9 +251,6 @@ func TestBootstrapErrors(t *testing.T) {
 			if tt.kind == domain.KindUnsupportedAgent && e.Agent != tt.req.Agent {
 				t.Errorf("agent extension %q", e.Agent)
 			}
-			if tt.kind == domain.KindStreamError && e.Details["message"] != e.Msg {
-				t.Errorf("details %v", e.Details)
-			}
 			if tt.launchErr == nil && tt.startErr == nil && launched != 0 {
 				t.Errorf("launcher called for a request rejected up front")
 			}
@@ -295,10 +297,7 @@ func TestBootstrapConflict(t *testing.T) {
 	r.mustPost(t, "s", "a", note)
 	_, err := r.post(t, context.Background(), "s", "b", note)
 	msg := "server 's' already exists for agent 'a'; requested 'b'"
-	e := wantKind(t, err, domain.KindConflict, msg)
-	if e.Details["message"] != msg {
-		t.Errorf("details %v", e.Details)
-	}
+	wantKind(t, err, domain.KindConflict, msg)
 	// The same agent, or none, reuses the instance.
 	r.mustPost(t, "s", "a", note)
 	r.mustPost(t, "s", "", note)
@@ -450,10 +449,7 @@ func TestDuplicateInFlight(t *testing.T) {
 	r.nextHeld(t)
 	for _, id := range []string{`5`, `5.0`, `5e0`} {
 		_, err := r.post(t, context.Background(), "s", "", req(id, "echo"))
-		e := wantKind(t, err, domain.KindConflict, "request id "+id+" is already in flight on server 's'")
-		if e.Details["message"] != e.Msg {
-			t.Errorf("details %v", e.Details)
-		}
+		wantKind(t, err, domain.KindConflict, "request id "+id+" is already in flight on server 's'")
 	}
 	// "5" is another id.
 	if got := string(r.mustPost(t, "s", "", req(`"5"`, "echo"))); !strings.Contains(got, `"id":"5"`) {
@@ -506,10 +502,7 @@ func TestRequestTimeout(t *testing.T) {
 		r.mustPost(t, "s", "a", note)
 		start := time.Now()
 		_, err := r.post(t, context.Background(), "s", "", req(1, "hold"))
-		e := wantKind(t, err, domain.KindTimeout, "")
-		if e.Details["message"] != "timed out waiting for agent response" {
-			t.Errorf("details %v", e.Details)
-		}
+		wantKind(t, err, domain.KindTimeout, "timed out waiting for agent response")
 		if d := time.Since(start); d != 30*time.Second {
 			t.Errorf("timed out after %v", d)
 		}
@@ -622,7 +615,7 @@ func TestAgentExit(t *testing.T) {
 				for i := 5; i <= 20; i++ {
 					tail = append(tail, fmt.Sprintf("stderr line %d", i))
 				}
-				if e.Agent != "a" || e.Details["exitCode"] != tt.code || e.Details["stderr"] != strings.Join(tail, "\n") {
+				if e.Agent != "a" || fmt.Sprint(codeOrNil(e.ExitCode)) != fmt.Sprint(tt.code) || e.Stderr != strings.Join(tail, "\n") {
 					t.Errorf("error %+v", e)
 				}
 			}
@@ -901,8 +894,8 @@ func TestMaxInstances(t *testing.T) {
 	r.mustPost(t, "b", "x", note)
 	_, err := r.post(t, context.Background(), "c", "x", note)
 	e := wantKind(t, err, domain.KindTooManyInstances, "")
-	if e.Details["limit"] != 2 {
-		t.Errorf("details %v", e.Details)
+	if e.Limit != 2 {
+		t.Errorf("limit %d", e.Limit)
 	}
 	if n := len(r.runner.Processes()); n != 2 {
 		t.Fatalf("%d agents started", n)

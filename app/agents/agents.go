@@ -183,7 +183,7 @@ func (a *Agents) Launch(ctx context.Context, agent string) (domain.LaunchSpec, e
 	if !r.Known {
 		listed, err := a.Installer.Listed(ctx, agent)
 		if err != nil {
-			return domain.LaunchSpec{}, registryUnreadable(agent, err)
+			return domain.LaunchSpec{}, domain.UnlistedAgent(agent, err)
 		}
 		if !listed {
 			return domain.LaunchSpec{}, domain.UnsupportedAgent(agent)
@@ -198,8 +198,7 @@ func (a *Agents) Launch(ctx context.Context, agent string) (domain.LaunchSpec, e
 	if r = a.resolve(agent); r.Runnable {
 		return r.Spec, nil
 	}
-	return domain.LaunchSpec{}, &domain.Error{Kind: domain.KindInstallFailed, Msg: agent, Agent: agent,
-		Details: map[string]any{"stderr": "the install ended without a launcher at " + r.Launcher}}
+	return domain.LaunchSpec{}, domain.InstallFailed(agent, "the install ended without a launcher at "+r.Launcher)
 }
 
 // onPath finds a known agent's adapter on the host: one of its PATH hints,
@@ -259,23 +258,13 @@ func (a *Agents) Install(ctx context.Context, agent string, opts domain.InstallO
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
 	}
 	if a.Installer == nil {
-		return domain.InstallResult{}, &domain.Error{Kind: domain.KindInstallFailed, Msg: agent, Agent: agent,
-			Details: map[string]any{"stderr": "installing agents is not configured"}}
+		return domain.InstallResult{}, domain.InstallFailed(agent, "installing agents is not configured")
 	}
 	return a.Installer.Install(ctx, agent, opts)
 }
 
 func notInstalled(agent string) error {
-	return &domain.Error{Kind: domain.KindAgentNotInstalled, Msg: agent, Agent: agent}
-}
-
-// registryUnreadable is unsupported_agent for an id we do not know when
-// the ACP registry, which might list it, could not be read.
-func registryUnreadable(agent string, err error) error {
-	e := domain.UnsupportedAgent(agent)
-	e.Details = map[string]any{"message": "not a known agent, and the ACP registry could not be read: " + err.Error()}
-	e.Err = err
-	return e
+	return domain.AgentNotInstalled(agent)
 }
 
 func (a *Agents) operator(agent string) (domain.OperatorAgent, bool) {

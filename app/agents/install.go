@@ -216,7 +216,7 @@ func (in *Installer) Install(ctx context.Context, agent string, opts domain.Inst
 	reg, err := in.registry(ctx, opts.Reinstall, false)
 	if err != nil {
 		if !known {
-			return domain.InstallResult{}, registryUnreadable(agent, err)
+			return domain.InstallResult{}, domain.UnlistedAgent(agent, err)
 		}
 		return domain.InstallResult{}, stepFailed(agent, "fetch registry", err)
 	}
@@ -430,11 +430,7 @@ func stepFailed(agent, step string, err error) error {
 	if len(msg) > max {
 		msg = "..." + msg[len(msg)-max:]
 	}
-	return &domain.Error{
-		Kind: domain.KindInstallFailed, Msg: agent, Agent: agent,
-		Details: map[string]any{"step": step, "stderr": step + ": " + msg},
-		Err:     fmt.Errorf("install %s: %s: %w", agent, step, err),
-	}
+	return domain.InstallStepFailed(agent, step, msg).Because(fmt.Errorf("install %s: %s: %w", agent, step, err))
 }
 
 func isFile(fs afero.Fs, p string) bool {

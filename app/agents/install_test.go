@@ -112,11 +112,11 @@ func wantInstallFailed(t *testing.T, err error, step, stderrPart string) {
 	if !ok || e.Kind != domain.KindInstallFailed {
 		t.Fatalf("err = %v, want install_failed", err)
 	}
-	if got, _ := e.Details["step"].(string); !strings.HasPrefix(got, step) {
-		t.Errorf("step = %q, want prefix %q", got, step)
+	if !strings.HasPrefix(e.Step, step) {
+		t.Errorf("step = %q, want prefix %q", e.Step, step)
 	}
-	if got, _ := e.Details["stderr"].(string); !strings.Contains(got, stderrPart) {
-		t.Errorf("stderr = %q, want it to contain %q", got, stderrPart)
+	if !strings.Contains(e.Stderr, stderrPart) {
+		t.Errorf("stderr = %q, want it to contain %q", e.Stderr, stderrPart)
 	}
 }
 

@@ -133,7 +133,7 @@ type Outcome struct {
 // Principal of a request that presented a configured token.
 const TokenPrincipal = "token"
 
-var errNoAction = &domain.Error{Kind: domain.KindPermissionDenied, Details: map[string]any{"message": "this route has no action; refusing it"}}
+var errNoAction = domain.PermissionDenied("this route has no action; refusing it")
 
 // Authorize runs the chain on a described request. It returns the outcome
 // and, when the request is refused, a *domain.Error: permission_denied with
@@ -152,7 +152,7 @@ func (c *Chain) Authorize(ctx context.Context, req domain.AuthRequest) (Outcome,
 		}
 		switch {
 		case d.Verdict == domain.Deny:
-			return Outcome{Decision: "deny", Principal: d.Principal, By: d.By}, denied(d)
+			return Outcome{Decision: "deny", Principal: d.Principal, By: d.By}, domain.Denied(d)
 		case d.Verdict == domain.Grant:
 			return Outcome{Decision: "grant", Principal: d.Principal, By: d.By}, nil
 		case d.Principal != "":
@@ -169,27 +169,11 @@ func (c *Chain) Authorize(ctx context.Context, req domain.AuthRequest) (Outcome,
 }
 
 // ErrTokenInvalid is the built-in check's refusal.
-var ErrTokenInvalid = &domain.Error{Kind: domain.KindTokenInvalid, Details: map[string]any{"message": "missing or invalid bearer token"}}
+var ErrTokenInvalid = domain.TokenInvalid("missing or invalid bearer token")
 
 func header(h map[string][]string, name string) string {
 	if v := h[name]; len(v) > 0 {
 		return v[0]
 	}
 	return ""
-}
-
-// denied turns a policy's deny into the error the client gets.
-func denied(d domain.Decision) error {
-	status, msg := d.Status, d.Message
-	if status < 400 || status > 599 {
-		status = 403
-	}
-	if msg == "" {
-		msg = "denied by policy"
-	}
-	kind := domain.KindPermissionDenied
-	if status == 401 {
-		kind = domain.KindTokenInvalid
-	}
-	return &domain.Error{Kind: kind, Status: status, Details: map[string]any{"message": msg}}
 }

@@ -80,7 +80,7 @@ func TestChainTable(t *testing.T) {
 					got = "401"
 				case errors.As(err, &e) && e.Kind == domain.KindTokenInvalid:
 					got = "401p"
-				case errors.As(err, &e) && e.Kind == domain.KindPermissionDenied && (e.Status == 403 || e.Status == 0):
+				case errors.As(err, &e) && e.Kind == domain.KindPermissionDenied && (e.PolicyStatus == 403 || e.PolicyStatus == 0):
 					got = "403"
 				case err != nil && out.Decision == "error":
 					got = "err"

@@ -159,7 +159,7 @@ func getEntry[T json.Marshaler](s *ConfigStore, dir, name string, cf configFile[
 	v, ok := entries[name]
 	if !ok {
 		id := cf.kind + ":" + name
-		return zero, &domain.Error{Kind: domain.KindSessionNotFound, Msg: id, SessionID: id}
+		return zero, domain.SessionNotFound(id)
 	}
 	return v, nil
 }

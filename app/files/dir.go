@@ -21,7 +21,7 @@ func (f *Files) Dir(ctx context.Context, p string) (string, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		// A missing working directory is a bad argument of the request
 		// (400), not a missing resource at its URL (404 not_found).
-		return "", &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path not found: " + target, Err: err}
+		return "", domain.InvalidRequest("path not found: %s", target).Because(err)
 	}
 	if err != nil {
 		return "", fsError(target, err)

@@ -121,7 +121,7 @@ func TestExtractLimits(t *testing.T) {
 	t.Run("over the limit is 413 with limitBytes, before writing", func(t *testing.T) {
 		view, err := run(t, 1000, makeTar(t, tarEntry{name: "a", body: strings.Repeat("a", 600)}, tarEntry{name: "b", body: strings.Repeat("b", 600)}))
 		e, ok := domain.AsError(err)
-		if !ok || e.Kind != domain.KindPayloadTooLarge || e.Details["limitBytes"] != int64(1000) {
+		if !ok || e.Kind != domain.KindPayloadTooLarge || e.LimitBytes != 1000 {
 			t.Fatalf("err %v", err)
 		}
 		if _, err := view.Stat("b"); !errors.Is(err, fs.ErrNotExist) {

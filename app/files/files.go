@@ -437,20 +437,19 @@ func fsError(p string, err error) error {
 		if _, ok := domain.AsError(re.err); ok {
 			return re.err
 		}
-		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: re.Error(), Err: err}
+		return domain.InvalidRequest("%s", re.Error()).Because(err)
 	case errors.Is(err, domain.ErrOutsideRoot):
-		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path escapes the filesystem root: " + p, Err: err}
+		return domain.InvalidRequest("path escapes the filesystem root: %s", p).Because(err)
 	case errors.Is(err, fs.ErrNotExist):
-		return &domain.Error{Kind: domain.KindNotFound, Msg: "path not found: " + p, Err: err}
+		return domain.NotFound("path not found: " + p).Because(err)
 	case errors.Is(err, domain.ErrNotRegular):
-		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "path is not a file: " + p, Err: err}
+		return domain.InvalidRequest("path is not a file: %s", p).Because(err)
 	case errors.Is(err, domain.ErrNameTooLong):
-		return &domain.Error{Kind: domain.KindInvalidRequest, Msg: "name too long: " + clip(p, 256), Err: err}
+		return domain.InvalidRequest("name too long: %s", clip(p, 256)).Because(err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	msg := innermost(err).Error()
-	return &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
+	return domain.StreamError(innermost(err).Error()).Because(err)
 }
 
 // innermost unwraps err to its root cause (a syscall errno for host I/O).

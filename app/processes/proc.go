@@ -187,13 +187,12 @@ func (pr *proc) write(ctx context.Context, data []byte) (int, error) {
 	}
 	var te interface{ Timeout() bool }
 	if errors.As(err, &te) && te.Timeout() {
-		msg := "the process is not reading its input"
-		return n, &domain.Error{Kind: domain.KindTimeout, Details: map[string]any{"message": msg}}
+		return n, domain.Timeout("the process is not reading its input")
 	}
 	if !pr.running() || errors.Is(err, fs.ErrClosed) || isBrokenPipe(err) {
 		return n, errNotRunning()
 	}
-	return n, &domain.Error{Kind: domain.KindStreamError, Msg: "writing process input failed", Details: map[string]any{"message": "writing process input failed"}, Err: err}
+	return n, domain.StreamError("writing process input failed").Because(err)
 }
 
 func isBrokenPipe(err error) bool {
@@ -211,7 +210,7 @@ func (pr *proc) resize(cols, rows uint16) error {
 		if !pr.running() {
 			return errNotRunning()
 		}
-		return &domain.Error{Kind: domain.KindStreamError, Msg: "resizing the terminal failed", Details: map[string]any{"message": "resizing the terminal failed"}, Err: err}
+		return domain.StreamError("resizing the terminal failed").Because(err)
 	}
 	return nil
 }

@@ -147,11 +147,11 @@ func (s *Service) reserve() (domain.ProcessConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return s.cfg, &domain.Error{Kind: domain.KindConflict, Msg: "the daemon is shutting down", Details: map[string]any{"message": "the daemon is shutting down"}}
+		return s.cfg, domain.Conflict("the daemon is shutting down")
 	}
 	if s.live >= s.cfg.MaxConcurrentProcesses {
 		msg := fmt.Sprintf("%d processes are running, the maximum (maxConcurrentProcesses)", s.live)
-		return s.cfg, &domain.Error{Kind: domain.KindTooManyRequests, Msg: msg, Details: map[string]any{"message": msg, "limit": s.cfg.MaxConcurrentProcesses}}
+		return s.cfg, domain.TooManyRequests(msg, s.cfg.MaxConcurrentProcesses)
 	}
 	s.live++
 	return s.cfg, nil
@@ -269,8 +269,7 @@ func startError(command string, err error) error {
 	if _, ok := domain.AsError(err); ok {
 		return err
 	}
-	msg := "failed to start process: " + command
-	return &domain.Error{Kind: domain.KindStreamError, Msg: msg, Details: map[string]any{"message": msg}, Err: err}
+	return domain.StreamError("failed to start process: " + command).Because(err)
 }
 
 // lookup finds a process or fails with not_found.
@@ -280,7 +279,7 @@ func (s *Service) lookup(id string) (*proc, error) {
 	if pr := s.procs[id]; pr != nil {
 		return pr, nil
 	}
-	return nil, &domain.Error{Kind: domain.KindNotFound, Msg: "process " + id}
+	return nil, domain.NotFound("process " + id)
 }
 
 // List describes every process kept, optionally only one owner's, in the
@@ -351,13 +350,13 @@ func (s *Service) Delete(id string) error {
 	defer s.mu.Unlock()
 	pr := s.procs[id]
 	if pr == nil {
-		return &domain.Error{Kind: domain.KindNotFound, Msg: "process " + id}
+		return domain.NotFound("process " + id)
 	}
 	select {
 	case <-pr.done:
 	default:
 		msg := "process is still running; stop or kill it before delete"
-		return &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+		return domain.Conflict(msg)
 	}
 	delete(s.procs, id)
 	for i, e := range s.exited {
@@ -375,11 +374,7 @@ func (s *Service) Delete(id string) error {
 func (s *Service) Input(ctx context.Context, id string, data []byte) (int, error) {
 	limit := s.Config().MaxInputBytesPerRequest
 	if len(data) > limit {
-		return 0, &domain.Error{
-			Kind:    domain.KindPayloadTooLarge,
-			Msg:     fmt.Sprintf("input of %d bytes exceeds maxInputBytesPerRequest (%d)", len(data), limit),
-			Details: map[string]any{"limitBytes": limit},
-		}
+		return 0, domain.TooLarge(int64(limit), "input of %d bytes exceeds maxInputBytesPerRequest (%d)", len(data), limit)
 	}
 	pr, err := s.lookup(id)
 	if err != nil {
@@ -437,11 +432,11 @@ func (s *Service) Close(ctx context.Context) error {
 // errNotRunning is a 409: the process has exited.
 func errNotRunning() error {
 	msg := "process is not running"
-	return &domain.Error{Kind: domain.KindConflict, Msg: msg, Details: map[string]any{"message": msg}}
+	return domain.Conflict(msg)
 }
 
 var errNoTerminal = errors.New("process is not running in tty mode")
 
 func conflict(err error) error {
-	return &domain.Error{Kind: domain.KindConflict, Msg: err.Error(), Details: map[string]any{"message": err.Error()}}
+	return domain.Conflict(err.Error())
 }

@@ -175,10 +175,10 @@ func describeInstallError(err error) string {
 		return err.Error()
 	}
 	msg := string(e.Kind)
-	if s, ok := e.Details["stderr"].(string); ok && s != "" {
-		msg += ": " + s
-	} else if m, ok := e.Details["message"].(string); ok && m != "" {
-		msg += ": " + m
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	} else if e.Msg != "" {
+		msg += ": " + e.Msg
 	}
 	return msg
 }
