@@ -35,7 +35,8 @@ type Config struct {
 	CheckHost    bool
 	AllowedHosts []string
 
-	// MaxACPBody bounds one ACP POST body (default 32 MiB).
+	// MaxACPBody bounds one ACP POST body. Zero fields take DefaultConfig's
+	// value.
 	MaxACPBody int64
 	// InflightBytes bounds all ACP POST bodies held at once, from their
 	// first byte until they are answered (default 256 MiB; 503 past it).
@@ -82,12 +83,23 @@ type Config struct {
 	metrics  *httpMetrics
 }
 
+// DefaultConfig holds the defaults New applies to zero fields; the
+// daemon's flags read theirs from here.
+func DefaultConfig() Config {
+	return Config{
+		MaxACPBody:         32 << 20,
+		Heartbeat:          15 * time.Second,
+		StreamWriteTimeout: 30 * time.Second,
+	}
+}
+
 func (c *Config) fill() {
+	d := DefaultConfig()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.MaxACPBody <= 0 {
-		c.MaxACPBody = 32 << 20
+		c.MaxACPBody = d.MaxACPBody
 	}
 	if c.InflightBytes <= 0 {
 		c.InflightBytes = 256 << 20
@@ -99,10 +111,10 @@ func (c *Config) fill() {
 		c.ReadIdleTimeout = 60 * time.Second
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = 15 * time.Second
+		c.Heartbeat = d.Heartbeat
 	}
 	if c.StreamWriteTimeout <= 0 {
-		c.StreamWriteTimeout = 30 * time.Second
+		c.StreamWriteTimeout = d.StreamWriteTimeout
 	}
 	if c.metrics == nil {
 		c.metrics = newHTTPMetrics()

@@ -29,6 +29,7 @@ type instance struct {
 	pool      *replayPool // the budget of the log and of lines being read
 	stderr    stderrTail
 	opts      *Options
+	metrics   *Metrics // the owning Instances' counters
 	logger    *slog.Logger
 	routes    *routes // set for connections of ACP's standard transport
 
@@ -64,7 +65,7 @@ type pendingResult struct {
 	err  error
 }
 
-func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now time.Time, pool *replayPool, onExit func(*instance), r *routes) *instance {
+func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, metrics *Metrics, now time.Time, pool *replayPool, onExit func(*instance), r *routes) *instance {
 	in := &instance{
 		routes:     r,
 		id:         id,
@@ -75,6 +76,7 @@ func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, now t
 		pool:       pool,
 		onExit:     onExit,
 		opts:       opts,
+		metrics:    metrics,
 		logger:     opts.Logger.With("server_id", id, "agent", agent, "pid", proc.PID()),
 		pending:    map[string]*pendingRequest{},
 		readerDone: make(chan struct{}),
@@ -188,7 +190,7 @@ func (in *instance) handleLine(line []byte) {
 	if len(line) == 0 {
 		return
 	}
-	in.opts.metrics.fromAgent(len(line))
+	in.metrics.fromAgent(len(line))
 	f, err := domain.ParseFrame(line)
 	if errors.Is(err, domain.ErrNotJSON) {
 		in.log.Append(domain.InvalidStdoutMessage("agent wrote a line that is not JSON", line))
@@ -212,7 +214,7 @@ func (in *instance) handleLine(line []byte) {
 	if p != nil {
 		p.ch <- pendingResult{seq: seq, data: line}
 	} else {
-		in.opts.metrics.lateResponse()
+		in.metrics.lateResponse()
 	}
 }
 
@@ -253,7 +255,7 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 		p.ch <- pendingResult{err: exitErr}
 	}
 	in.log.Append(domain.AgentExitedMessage(st.Success(), st.Code))
-	in.opts.metrics.exited(st)
+	in.metrics.exited(st)
 	in.logger.Info("agent exited", "code", codeOrNil(st.Code), "signal", st.Signal)
 	// Free the agent's slot before done: a DELETE returns once done is
 	// closed, and a POST right after it must find the slot free.
@@ -293,11 +295,11 @@ func (in *instance) write(data []byte) error {
 	}
 	if err != nil {
 		in.writeErr = err
-		in.opts.metrics.stdinWriteFailed()
+		in.metrics.stdinWriteFailed()
 		in.logger.Warn("writing to agent stdin failed", "err", err)
 		return in.writeFailure(err)
 	}
-	in.opts.metrics.toAgent(len(data) + 1)
+	in.metrics.toAgent(len(data) + 1)
 	return nil
 }
 

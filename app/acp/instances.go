@@ -13,12 +13,15 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
-// Options tune the ACP transport. The zero value of a field means its
-// default (see DefaultOptions), except RequestTimeout where 0 means none.
+// Options tune the ACP transport. A zero field means its default (see
+// DefaultOptions), except two where zero is a meaningful choice, as their
+// flags document: RequestTimeout 0 waits forever, and a nil or empty
+// AsyncMethods answers every request synchronously.
 type Options struct {
 	// RequestTimeout bounds a synchronous request; 0 waits forever.
 	RequestTimeout time.Duration
 	// AsyncMethods are answered 202 at once; their response comes on SSE.
+	// Nil or empty: none.
 	AsyncMethods map[string]bool
 	// ReplayBytes is the per-instance event log budget.
 	ReplayBytes int64
@@ -43,8 +46,6 @@ type Options struct {
 	Logger         *slog.Logger
 	// Now is the clock for creation times; nil means time.Now.
 	Now func() time.Time
-
-	metrics *Metrics // set by fill; read through Instances.Metrics
 }
 
 // DefaultOptions are the documented defaults of api.md section 4.
@@ -102,9 +103,6 @@ func (o *Options) fill() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.metrics == nil {
-		o.metrics = &Metrics{}
-	}
 }
 
 // Launcher turns an agent id into a launch spec, installing the agent first
@@ -119,6 +117,7 @@ type Instances struct {
 	opts     Options
 	runner   ports.AgentRunner
 	launcher Launcher
+	metrics  Metrics // read through Instances.Metrics
 
 	replay *replayPool // the budget all event logs share
 
@@ -262,11 +261,11 @@ func (s *Instances) create(ctx context.Context, id, agent string, r *routes) (*i
 	}
 	proc, err := s.runner.Start(ctx, spec)
 	if err != nil {
-		s.opts.metrics.spawnFailed()
+		s.metrics.spawnFailed()
 		return nil, domain.StreamError("failed to start agent process: " + err.Error()).Because(err)
 	}
-	s.opts.metrics.spawned()
-	in := newInstance(id, agent, proc, &s.opts, s.opts.Now(), s.replay, s.exitedOne, r)
+	s.metrics.spawned()
+	in := newInstance(id, agent, proc, &s.opts, &s.metrics, s.opts.Now(), s.replay, s.exitedOne, r)
 	in.logger.Info("agent started", "command", spec.Command, "source", spec.Source)
 	return in, nil
 }
@@ -308,7 +307,7 @@ func (s *Instances) expire(in *instance) {
 func (s *Instances) forgetLocked(in *instance) {
 	delete(s.byID, in.id)
 	s.dropExitedLocked(in)
-	s.opts.metrics.retire(in)
+	s.metrics.retire(in)
 	in.log.Close()
 	in.log.Release()
 }
@@ -350,7 +349,7 @@ func (s *Instances) Delete(ctx context.Context, id string) {
 	delete(s.byID, id)
 	if in != nil {
 		s.dropExitedLocked(in)
-		s.opts.metrics.retire(in)
+		s.metrics.retire(in)
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()
@@ -427,7 +426,7 @@ func (s *Instances) Close(ctx context.Context) error {
 	s.byID = map[string]*instance{}
 	for _, in := range all {
 		s.dropExitedLocked(in)
-		s.opts.metrics.retire(in)
+		s.metrics.retire(in)
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()

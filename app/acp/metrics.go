@@ -15,8 +15,8 @@ import (
 // more. It is updated from the hot path with single atomic adds and never
 // takes a lock there (exits, rare, take a small one).
 //
-// Every method is safe for concurrent use and on a nil *Metrics (a no-op),
-// so code that builds an instance without one needs no special case.
+// Every method is safe for concurrent use. Instances owns one and hands
+// each instance a pointer to it.
 type Metrics struct {
 	spawns             atomic.Uint64
 	spawnFailures      atomic.Uint64
@@ -39,51 +39,36 @@ type ExitKey struct {
 }
 
 func (m *Metrics) spawned() {
-	if m != nil {
-		m.spawns.Add(1)
-	}
+	m.spawns.Add(1)
 }
 
 func (m *Metrics) spawnFailed() {
-	if m != nil {
-		m.spawnFailures.Add(1)
-	}
+	m.spawnFailures.Add(1)
 }
 
 // toAgent counts one frame of n bytes (newline included) written to stdin.
 func (m *Metrics) toAgent(n int) {
-	if m != nil {
-		m.framesToAgent.Add(1)
-		m.bytesToAgent.Add(uint64(n))
-	}
+	m.framesToAgent.Add(1)
+	m.bytesToAgent.Add(uint64(n))
 }
 
 // fromAgent counts one line of n bytes read from stdout.
 func (m *Metrics) fromAgent(n int) {
-	if m != nil {
-		m.framesFromAgent.Add(1)
-		m.bytesFromAgent.Add(uint64(n))
-	}
+	m.framesFromAgent.Add(1)
+	m.bytesFromAgent.Add(uint64(n))
 }
 
 // lateResponse counts a response that found no waiting request: its POST
 // timed out or its client left before the agent answered.
 func (m *Metrics) lateResponse() {
-	if m != nil {
-		m.lateResponses.Add(1)
-	}
+	m.lateResponses.Add(1)
 }
 
 func (m *Metrics) stdinWriteFailed() {
-	if m != nil {
-		m.stdinWriteFailures.Add(1)
-	}
+	m.stdinWriteFailures.Add(1)
 }
 
 func (m *Metrics) exited(st domain.ExitStatus) {
-	if m == nil {
-		return
-	}
 	var k ExitKey
 	if st.Code != nil {
 		k.Code = strconv.Itoa(*st.Code)
@@ -105,9 +90,7 @@ func (m *Metrics) exited(st domain.ExitStatus) {
 // the daemon-wide total never goes down. Called under Instances.mu, in the
 // same step that removes the instance, so a snapshot counts it exactly once.
 func (m *Metrics) retire(in *instance) {
-	if m != nil {
-		m.retiredGaps.Add(in.log.Stats().Gaps)
-	}
+	m.retiredGaps.Add(in.log.Stats().Gaps)
 }
 
 // ExitCount is how many agents ended one way.
@@ -135,7 +118,7 @@ type MetricsSnapshot struct {
 // Metrics returns the daemon's ACP counters and gauges. It is cheap enough
 // to call on every scrape: one pass over the instance table.
 func (s *Instances) Metrics() MetricsSnapshot {
-	m := s.opts.metrics
+	m := &s.metrics
 	s.mu.Lock()
 	all := make([]*instance, 0, len(s.byID))
 	for _, in := range s.byID {

@@ -228,24 +228,14 @@ func TestMetricsCounters(t *testing.T) {
 	}
 }
 
-func TestMetricsNilSafe(t *testing.T) {
-	var m *Metrics
-	m.spawned()
-	m.toAgent(3)
-	m.fromAgent(3)
-	m.lateResponse()
-	m.stdinWriteFailed()
-	m.exited(domain.ExitStatus{Signal: "killed"})
-}
-
 func TestMetricsExitKeys(t *testing.T) {
-	m := &Metrics{}
+	s := NewInstances(Options{}, nil, nil)
+	m := &s.metrics
 	zero, one := 0, 1
 	m.exited(domain.ExitStatus{Code: &zero})
 	m.exited(domain.ExitStatus{Code: &one})
 	m.exited(domain.ExitStatus{Code: &one})
 	m.exited(domain.ExitStatus{Signal: "killed"})
-	s := NewInstances(Options{metrics: m}, nil, nil)
 	got := s.Metrics().Exits
 	want := []ExitCount{
 		{ExitKey{Code: "", Signal: "killed"}, 1},

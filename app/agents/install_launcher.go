@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/afero"
 
@@ -154,7 +153,7 @@ func (in *Installer) Version(ctx context.Context, path string) string {
 	if in.Commands == nil {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Verify)
 	defer cancel()
 	res, err := in.Commands.Run(ctx, path, "--version")
 	if err != nil || res.ExitCode != 0 {

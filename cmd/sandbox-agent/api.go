@@ -29,7 +29,7 @@ type apiFlags struct {
 	endpoint, token string
 }
 
-const defaultEndpoint = "http://127.0.0.1:2468"
+const defaultEndpoint = "http://" + defaultHost + ":" + defaultPort
 
 func (f *apiFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.endpoint, "endpoint", "e", "", "URL of the daemon (default: $SANDBOX_AGENT_ENDPOINT, else "+defaultEndpoint+")")

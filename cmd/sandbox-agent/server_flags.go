@@ -8,7 +8,15 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+)
+
+// The daemon's listen address by default, as the reference's; the api
+// commands' --endpoint default points at it.
+const (
+	defaultHost = "127.0.0.1"
+	defaultPort = "2468"
 )
 
 // serverFlags is everything `sandbox-agent server` accepts. To add a flag:
@@ -41,10 +49,10 @@ type serverFlags struct {
 // register defines the server's flags on fs, in the order --help lists
 // them.
 func (f *serverFlags) register(fs *pflag.FlagSet) {
-	d := acp.DefaultOptions()
+	d, h := acp.DefaultOptions(), httpapi.DefaultConfig()
 	fs.SortFlags = false
-	fs.StringVarP(&f.host, "host", "H", "127.0.0.1", "address to listen on")
-	fs.StringVarP(&f.port, "port", "p", "2468", "port to listen on")
+	fs.StringVarP(&f.host, "host", "H", defaultHost, "address to listen on")
+	fs.StringVarP(&f.port, "port", "p", defaultPort, "port to listen on")
 	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1 requests and /metrics (default: $SANDBOX_AGENT_TOKEN, else no token; other local users see flags in ps: prefer the variable or --token-file)")
 	fs.BoolVarP(&f.noToken, "no-token", "n", false, "run without a token (the default; accepted for compatibility)")
 	fs.VarP(&f.corsOrigins, "cors-allow-origin", "O", "allow this CORS origin (repeatable; '*' for any)")
@@ -55,14 +63,12 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "auto", "auto (coloured on a terminal, else JSON), text, color or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.asyncMethods, "async-methods", joinSet(d.AsyncMethods), "comma-separated ACP methods answered 202 at once (response on SSE); empty for none")
-	// 32 MiB and 30 s are httpapi.Config's defaults for MaxACPBody and
-	// StreamWriteTimeout (it fills them in unexported code).
-	fs.Int64Var(&f.maxACPBody, "max-acp-body", 32<<20, "largest ACP POST body in bytes")
+	fs.Int64Var(&f.maxACPBody, "max-acp-body", h.MaxACPBody, "largest ACP POST body in bytes")
 	fs.Int64Var(&f.replayBytes, "replay-bytes", d.ReplayBytes, "per-instance replay buffer in bytes")
 	fs.IntVar(&f.maxFrame, "max-frame", d.MaxFrameBytes, "largest line an agent may write to stdout, in bytes")
 	fs.DurationVar(&f.stopGrace, "stop-grace", d.StopGrace, "time between SIGTERM and SIGKILL when stopping an agent")
 	fs.DurationVar(&f.stdinWriteTimeout, "stdin-write-timeout", d.WriteTimeout, "give up a write to an agent's stdin (502) when the agent reads nothing for this long")
-	fs.DurationVar(&f.streamWrite, "stream-write-timeout", 30*time.Second, "drop an event stream whose reader takes nothing for this long")
+	fs.DurationVar(&f.streamWrite, "stream-write-timeout", h.StreamWriteTimeout, "drop an event stream whose reader takes nothing for this long")
 	fs.BoolVar(&f.metricsPublic, "metrics-public", false, "serve GET /metrics without the bearer token even when --token is set")
 	fs.StringVar(&f.agentsFile, "agents-file", "", "JSON file of operator-defined agents: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}")
 	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
