@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 func wsURL(d *daemon, agent string) string {
@@ -151,7 +153,7 @@ func TestACPStdWebSocketDeletedThroughV1(t *testing.T) {
 			t.Fatalf("socket after DELETE: %v, want a close frame", err)
 		}
 	}
-	if processAlive(pid) {
+	if proc.Alive(pid) {
 		t.Errorf("agent pid %d still alive after DELETE", pid)
 	}
 	if listed(t, d, id) {

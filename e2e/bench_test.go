@@ -18,7 +18,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -279,20 +278,6 @@ var schedulers = []struct {
 }{
 	{"daemon", nil},
 	{"daemon-all-cpus", []string{"GOMAXPROCS=" + strconv.Itoa(runtime.NumCPU())}},
-}
-
-// processCPU is the user plus system time pid has used, from /proc (in
-// clock ticks of 10 ms, the USER_HZ of every Linux architecture Go runs on).
-func processCPU(b *testing.B, pid int) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Fields after the command, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	utime, _ := strconv.Atoi(f[11])
-	stime, _ := strconv.Atoi(f[12])
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // BenchmarkConcurrentClients: 32 clients, each driving its own mock agent

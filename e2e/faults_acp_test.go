@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 // logPeakRSS logs the daemon's peak resident set size so far.
@@ -32,9 +34,9 @@ func logPeakRSS(t *testing.T, d *daemon, what string) int64 {
 func descendants(pid int) []int {
 	children := map[int][]int{}
 	live := map[int]bool{}
-	for _, p := range allProcs() {
-		children[p.ppid] = append(children[p.ppid], p.pid)
-		live[p.pid] = !p.dead()
+	for _, p := range proc.All() {
+		children[p.PPID] = append(children[p.PPID], p.PID)
+		live[p.PID] = !p.Dead()
 	}
 	var out []int
 	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
@@ -526,7 +528,7 @@ func setsidTree(t *testing.T, d *daemon, id string) (agent, grandchild int) {
 	d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn-setsid"}`)
 	gc := spawnedPID(t, s)
 	s.Close()
-	if !processAlive(gc) {
+	if !proc.Alive(gc) {
 		t.Fatalf("grandchild %d not running", gc)
 	}
 	return d.server(id).PID, gc

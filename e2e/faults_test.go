@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,48 +91,6 @@ func (s *sseStream) until(t *testing.T, limit time.Duration, pred func(sseEvent)
 
 func hasMethod(method string) func(sseEvent) bool {
 	return func(ev sseEvent) bool { return strings.Contains(ev.Data, `"method":"`+method+`"`) }
-}
-
-// openFDs counts the open file descriptors of pid.
-func openFDs(t *testing.T, pid int) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
-
-// zombieChildren lists the children of pid that have exited but were not
-// reaped.
-func zombieChildren(pid int) []int {
-	var out []int
-	for _, p := range allProcs() {
-		if p.ppid == pid && p.state == 'Z' {
-			out = append(out, p.pid)
-		}
-	}
-	return out
-}
-
-// statusKiB reads one "<field>: N kB" line of /proc/<pid>/status.
-func statusKiB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
 }
 
 type postResult struct {

@@ -35,7 +35,7 @@ func BenchmarkFSLargeFile(b *testing.B) {
 	writePattern(b, src, size)
 
 	d := startBenchDaemon(b, dir)
-	baseRSS := procStatusKiB(b, d.pid, "VmRSS")
+	baseRSS := statusKiB(b, d.pid, "VmRSS")
 
 	var putSecs, getSecs, copySecs float64
 	runs := 0
@@ -94,7 +94,7 @@ func BenchmarkFSLargeFile(b *testing.B) {
 		_ = os.Remove(filepath.Join(dir, "copy.bin"))
 		_ = os.Remove(filepath.Join(dir, "down.bin"))
 	}
-	peak := procStatusKiB(b, d.pid, "VmHWM")
+	peak := statusKiB(b, d.pid, "VmHWM")
 	mb := float64(size) / 1e6 * float64(runs)
 	b.ReportMetric(mb/putSecs, "put-MB/s")
 	b.ReportMetric(mb/getSecs, "get-MB/s")
@@ -140,24 +140,4 @@ type benchDaemon struct {
 func startBenchDaemon(b *testing.B, home string) benchDaemon {
 	d := startDaemon(b, daemonOpts{Home: home, Args: []string{"--log-level", "warn"}})
 	return benchDaemon{url: d.URL, pid: d.cmd.Process.Pid}
-}
-
-// procStatusKiB reads one "<field>: N kB" line of /proc/<pid>/status.
-func procStatusKiB(b *testing.B, pid int, field string) int64 {
-	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
 }

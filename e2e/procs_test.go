@@ -1,71 +1,65 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
-// procStat is what e2e needs from /proc/<pid>/stat.
-type procStat struct {
-	pid, ppid, pgrp int
-	state           byte // 'R', 'S', 'Z' (zombie), ...
-}
-
-// allProcs reads the stat line of every process on the machine.
-func allProcs() []procStat {
-	ents, _ := os.ReadDir("/proc")
-	var out []procStat
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 3 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(string(f[1]))
-		pgrp, _ := strconv.Atoi(string(f[2]))
-		out = append(out, procStat{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]})
-	}
-	return out
-}
-
-func (p procStat) dead() bool { return p.state == 'Z' || p.state == 'X' }
-
-// liveGroupMembers lists the non-zombie processes of process group pgid.
+// liveGroupMembers lists the live processes of process group pgid.
 func liveGroupMembers(pgid int) []int {
 	var pids []int
-	for _, p := range allProcs() {
-		if p.pgrp == pgid && !p.dead() {
-			pids = append(pids, p.pid)
+	for _, p := range proc.All() {
+		if p.PGRP == pgid && !p.Dead() {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids
 }
 
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+// zombieChildren lists the children of pid that have exited but were not
+// reaped.
+func zombieChildren(pid int) []int {
+	var out []int
+	for _, p := range proc.All() {
+		if p.PPID == pid && p.State == 'Z' {
+			out = append(out, p.PID)
+		}
 	}
-	i := bytes.LastIndexByte(b, ')')
-	f := bytes.Fields(b[i+1:])
-	return len(f) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
+	return out
+}
+
+// openFDs counts the open file descriptors of pid.
+func openFDs(t testing.TB, pid int) int {
+	t.Helper()
+	fds, err := proc.FDs(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// statusKiB reads one "<field>: N kB" line of /proc/<pid>/status.
+func statusKiB(t testing.TB, pid int, field string) int64 {
+	t.Helper()
+	n, err := proc.StatusKiB(pid, field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// processCPU is the user plus system time pid has used.
+func processCPU(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	s, err := proc.ReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CPU
 }
 
 // waitGone polls until none of pids is alive, failing after limit.
@@ -75,7 +69,7 @@ func waitGone(t *testing.T, limit time.Duration, pids ...int) {
 	for {
 		var alive []int
 		for _, p := range pids {
-			if processAlive(p) {
+			if proc.Alive(p) {
 				alive = append(alive, p)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 // TestStreamBurstNoLoss: a 100 000-update burst reaches a fast reader
@@ -165,7 +167,7 @@ func TestDeleteKillsProcessGroup(t *testing.T) {
 			if got := liveGroupMembers(pgid); len(got) != 0 {
 				t.Fatalf("processes left in group %d after DELETE: %v", pgid, got)
 			}
-			if processAlive(grandchild) {
+			if proc.Alive(grandchild) {
 				t.Fatalf("grandchild %d survived", grandchild)
 			}
 		})

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 const refPackage = "@sandbox-agent/cli-linux-x64@0.4.2"
@@ -109,7 +110,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer func() {
-		killLeftovers(work)
+		proc.KillUnder(work)
 		os.RemoveAll(work)
 	}()
 
@@ -328,22 +329,6 @@ func (t *target) stop() {
 
 func (t *target) pid() int { return t.cmd.Process.Pid }
 
-// killLeftovers kills every process whose executable lies under dir: the
-// mock agents of a reference that did not take them down.
-func killLeftovers(dir string) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		exe, err := os.Readlink("/proc/" + e.Name() + "/exe")
-		if err == nil && strings.HasPrefix(exe, dir+string(os.PathSeparator)) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
 // ---- HTTP helpers -----------------------------------------------------
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}}
@@ -416,19 +401,10 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[i]
 }
 
-// rssKiB reads a field of /proc/<pid>/status.
+// statusKiB reads a field of /proc/<pid>/status; 0 when it cannot.
 func statusKiB(pid int, field string) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
+	n, _ := proc.StatusKiB(pid, field)
+	return n
 }
 
 // settledRSS is pid's VmRSS once it has stopped moving (two readings 250 ms

@@ -36,6 +36,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 func main() {
@@ -67,7 +69,7 @@ func run(ctx context.Context, duration, every time.Duration, workers int) error 
 	if err != nil {
 		return err
 	}
-	defer func() { killLeftovers(work); os.RemoveAll(work) }()
+	defer func() { proc.KillUnder(work); os.RemoveAll(work) }()
 	build := exec.CommandContext(ctx, "go", "build", "-o", work+"/", "./cmd/sandbox-agent", "./e2e/testagent")
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -146,7 +148,7 @@ func run(ctx context.Context, duration, every time.Duration, workers int) error 
 		return errors.New("daemon did not exit within 10 s of SIGTERM")
 	}
 	fmt.Printf("SIGTERM to exit: %v\n", time.Since(startStop).Round(time.Millisecond))
-	left := leftovers(work)
+	left := proc.ExeUnder(work)
 	var problems []string
 	if len(left) > 0 {
 		problems = append(problems, fmt.Sprintf("processes left: %v", left))
@@ -506,40 +508,12 @@ func (l *load) sample() sample {
 	}
 }
 
-// leftovers lists processes whose executable lies under dir.
-func leftovers(dir string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil && strings.HasPrefix(exe, dir+string(os.PathSeparator)) {
-			b, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if i := bytes.LastIndexByte(b, ')'); i > 0 && len(b) > i+2 && b[i+2] == 'Z' {
-				continue
-			}
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-func killLeftovers(dir string) {
-	for _, pid := range leftovers(dir) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
-
 // describeFDs lists what the daemon's descriptors point at, for a report.
 func describeFDs(pid int) string {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, _ := os.ReadDir(dir)
+	fds, _ := proc.FDs(pid)
 	var out []string
-	for _, e := range ents {
-		target, _ := os.Readlink(dir + "/" + e.Name())
-		out = append(out, e.Name()+"→"+target)
+	for _, fd := range fds {
+		out = append(out, fd.Num+"→"+fd.Target)
 	}
 	return strings.Join(out, " ")
 }
