@@ -188,10 +188,10 @@ func layers(mod string) []layer {
 			match: func(dir string) bool { return dir == "ports" },
 			rule: func(dir, imp string, _ bool) string {
 				if imp == own("domain") || imp == own("ports") || inList(imp, afero) ||
-					imp == "context" || imp == "io" || imp == "io/fs" || imp == "time" || imp == "errors" {
+					imp == "context" || imp == "io" || imp == "io/fs" || imp == "path" || imp == "time" || imp == "errors" {
 					return ""
 				}
-				return "ports may import only domain, context, io, io/fs, time, errors and afero"
+				return "ports may import only domain, context, io, io/fs, path, time, errors and afero"
 			},
 		},
 		{

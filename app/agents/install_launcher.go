@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // launcherScript is the shell script that starts an agent process: fixed
@@ -63,32 +66,39 @@ func (in *Installer) writeLauncher(ctx context.Context, agent, launcher string, 
 	if err != nil {
 		return stepFailed(agent, "write launcher", err)
 	}
-	tmp := launcher + ".tmp"
-	if err := afero.WriteFile(in.Fs, tmp, script, 0o755); err != nil {
-		return stepFailed(agent, "write launcher", err)
-	}
-	if err := chmodExec(in.Fs, tmp); err != nil {
-		_ = in.Fs.Remove(tmp)
-		return stepFailed(agent, "write launcher", err)
-	}
 	step := "verify " + filepath.Base(launcher) + " --help"
-	in.progress(agent, "%s", step)
-	vctx, cancel := context.WithTimeout(ctx, in.timeouts().Verify)
-	res, err := in.Commands.Run(vctx, tmp, "--help")
-	cancel()
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exit status %d: %s", res.ExitCode, tailLines(string(res.Stderr)+string(res.Stdout), 16))
+	verify := func(tmp string) error {
+		in.progress(agent, "%s", step)
+		vctx, cancel := context.WithTimeout(ctx, in.timeouts().Verify)
+		defer cancel()
+		res, err := in.Commands.Run(vctx, tmp, "--help")
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit status %d: %s", res.ExitCode, tailLines(string(res.Stderr)+string(res.Stdout), 16))
+		}
+		if err != nil {
+			return &verifyError{err}
+		}
+		return nil
+	}
+	err = ports.WriteAtomic(in.Fs, launcher, "."+filepath.Base(launcher)+"-*.tmp", 0o755, func(w io.Writer) error {
+		_, err := w.Write(script)
+		return err
+	}, verify)
+	var ve *verifyError
+	if errors.As(err, &ve) {
+		return stepFailed(agent, step, ve.err)
 	}
 	if err != nil {
-		_ = in.Fs.Remove(tmp)
-		return stepFailed(agent, step, err)
-	}
-	if err := in.Fs.Rename(tmp, launcher); err != nil {
-		_ = in.Fs.Remove(tmp)
 		return stepFailed(agent, "write launcher", err)
 	}
 	return nil
 }
+
+// verifyError marks the launcher's --help check failing, as opposed to
+// writing it.
+type verifyError struct{ err error }
+
+func (e *verifyError) Error() string { return e.err.Error() }
 
 // tailLines keeps the last n lines of s.
 func tailLines(s string, n int) string {
@@ -121,11 +131,10 @@ func (in *Installer) writeManifest(agent string, m manifest) error {
 	if err := in.Fs.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, manifestName+".tmp")
-	if err := afero.WriteFile(in.Fs, tmp, append(b, '\n'), 0o644); err != nil {
+	return ports.WriteAtomic(in.Fs, filepath.Join(dir, manifestName), ".manifest-*.tmp", 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
 		return err
-	}
-	return in.Fs.Rename(tmp, filepath.Join(dir, manifestName))
+	}, nil)
 }
 
 // AgentProcessVersion is the recorded version of an installed agent

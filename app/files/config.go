@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // ConfigStore keeps MCP server and skills entries per directory
@@ -233,22 +234,11 @@ func writeConfig(fsys afero.Fs, p string, b []byte) error {
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fsError(dir, err)
 	}
-	tmp, err := afero.TempFile(fsys, dir, ".config-*.tmp")
+	err := ports.WriteAtomic(fsys, p, ".config-*.tmp", 0o644, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}, nil)
 	if err != nil {
-		return fsError(dir, err)
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = fsys.Remove(tmp.Name())
-		return fsError(p, err)
-	}
-	if err := fsys.Chmod(tmp.Name(), 0o644); err != nil {
-		_ = fsys.Remove(tmp.Name())
-		return fsError(p, err)
-	}
-	if err := fsys.Rename(tmp.Name(), p); err != nil {
-		_ = fsys.Remove(tmp.Name())
 		return fsError(p, err)
 	}
 	return nil

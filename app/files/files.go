@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // Files is the filesystem use case behind /v1/fs/* (api.md section 6).
@@ -224,43 +225,25 @@ func (t *trackedReader) Read(p []byte) (int, error) {
 type writerOnly struct{ io.Writer }
 
 // writeAtomic streams r into a new temporary file next to dst and renames it
-// over dst. On any failure the temporary file is removed.
+// over dst (ports.WriteAtomic), counting each byte against guard. A failure
+// reading r is a readError.
 func (f *Files) writeAtomic(ctx context.Context, dst string, r io.Reader, perm fs.FileMode, guard *spaceGuard) (int64, error) {
-	tmp, err := afero.TempFile(f.Fs, path.Dir(dst), ".sandbox-agent-upload-*")
-	if err != nil {
-		return 0, err
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			tmp.Close()
-			_ = f.Fs.Remove(tmp.Name())
+	var n int64
+	err := ports.WriteAtomic(f.Fs, dst, ".sandbox-agent-upload-*", perm, func(w io.Writer) error {
+		bp := copyBufs.Get().(*[]byte)
+		defer copyBufs.Put(bp)
+		src := &trackedReader{r: r}
+		var err error
+		n, err = io.CopyBuffer(guard.writer(writerOnly{w}), src, *bp)
+		if err != nil {
+			if src.err != nil {
+				return &readError{src.err}
+			}
+			return err
 		}
-	}()
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	src := &trackedReader{r: r}
-	n, err := io.CopyBuffer(guard.writer(writerOnly{tmp}), src, *bp)
-	if err != nil {
-		if src.err != nil {
-			return n, &readError{src.err}
-		}
-		return n, err
-	}
-	if err := ctx.Err(); err != nil {
-		return n, err
-	}
-	if err := tmp.Close(); err != nil {
-		return n, err
-	}
-	if err := f.Fs.Chmod(tmp.Name(), perm); err != nil {
-		return n, err
-	}
-	if err := f.Fs.Rename(tmp.Name(), dst); err != nil {
-		return n, err
-	}
-	committed = true
-	return n, nil
+		return ctx.Err()
+	}, nil)
+	return n, err
 }
 
 // Delete removes a file, a link (not its target) or a directory; a
