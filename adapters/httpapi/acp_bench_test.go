@@ -18,7 +18,7 @@ import (
 //
 //	go test ./adapters/httpapi -run '^$' -bench ACPPost -benchmem
 func BenchmarkACPPost(b *testing.B) {
-	instances := acp.NewInstances(acp.Options{}, &porttest.FakeRunner{Agent: echoAgent}, acpLaunch{})
+	instances := acp.NewInstances(acp.Options{}, &porttest.FakeRunner{Agent: echoAgent}, porttest.LaunchAny)
 	b.Cleanup(func() { _ = instances.Close(context.Background()) })
 	h := New(Config{Instances: instances})
 	post := func(url, body string) *httptest.ResponseRecorder {

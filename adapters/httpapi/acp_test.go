@@ -18,13 +18,6 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
 
-// acpLaunch launches any agent id as a fake process.
-type acpLaunch struct{}
-
-func (acpLaunch) Launch(_ context.Context, agent string) (domain.LaunchSpec, error) {
-	return domain.LaunchSpec{Agent: agent, Command: agent + "-acp"}, nil
-}
-
 // acpFixture is the HTTP adapter over real ACP use cases whose agents are
 // fakes: requests with method "echo" are answered with
 // {"jsonrpc":"2.0","id":<id>,"result":"echo"}; the test writes anything else
@@ -38,7 +31,7 @@ type acpFixture struct {
 func newACPFixture(t *testing.T, opts acp.Options, cfg Config) *acpFixture {
 	t.Helper()
 	f := &acpFixture{runner: &porttest.FakeRunner{Agent: echoAgent}}
-	f.instances = acp.NewInstances(opts, f.runner, acpLaunch{})
+	f.instances = acp.NewInstances(opts, f.runner, porttest.LaunchAny)
 	cfg.Instances = f.instances
 	f.srv = httptest.NewServer(New(cfg))
 	t.Cleanup(func() {

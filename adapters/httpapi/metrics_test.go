@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -12,102 +10,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
-	"github.com/sandbox-agent-go/sandbox-agent/ports"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
-
-// metricsAgent is an in-memory ACP agent: it answers every request with an
-// empty result and, on the notification "burst", writes params.n lines of
-// 64 KiB. It exits (code 0) when stdin closes.
-type metricsAgent struct {
-	inR, outR, errR *io.PipeReader
-	inW, outW, errW *io.PipeWriter
-	done            chan struct{}
-	once            sync.Once
-}
-
-var _ ports.AgentProcess = (*metricsAgent)(nil)
-
-func startMetricsAgent() *metricsAgent {
-	a := &metricsAgent{done: make(chan struct{})}
-	a.inR, a.inW = io.Pipe()
-	a.outR, a.outW = io.Pipe()
-	a.errR, a.errW = io.Pipe()
-	go func() {
-		defer a.exit()
-		sc := bufio.NewScanner(a.inR)
-		pad := `"` + strings.Repeat("x", 64<<10) + `"`
-		for sc.Scan() {
-			var msg struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params struct{ N int } `json:"params"`
-			}
-			if json.Unmarshal(sc.Bytes(), &msg) != nil {
-				continue
-			}
-			if msg.ID != nil {
-				if _, err := a.outW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{}}` + "\n")); err != nil {
-					return
-				}
-				continue
-			}
-			if msg.Method == "burst" {
-				go func() {
-					for range msg.Params.N {
-						if _, err := a.outW.Write([]byte(`{"jsonrpc":"2.0","method":"pad","params":` + pad + "}\n")); err != nil {
-							return
-						}
-					}
-				}()
-			}
-		}
-	}()
-	return a
-}
-
-func (a *metricsAgent) exit() {
-	a.once.Do(func() {
-		a.inR.CloseWithError(errors.New("exited"))
-		a.outW.Close()
-		a.errW.Close()
-		close(a.done)
-	})
-}
-
-func (a *metricsAgent) Stdin() io.WriteCloser { return a.inW }
-func (a *metricsAgent) Stdout() io.ReadCloser { return a.outR }
-func (a *metricsAgent) Stderr() io.ReadCloser { return a.errR }
-func (a *metricsAgent) PID() int              { return 1 }
-func (a *metricsAgent) Stop(context.Context) error {
-	a.exit()
-	return nil
-}
-func (a *metricsAgent) Wait() (domain.ExitStatus, error) {
-	<-a.done
-	code := 0
-	return domain.ExitStatus{Code: &code}, nil
-}
-
-type metricsRunner struct{}
-
-func (metricsRunner) Start(context.Context, domain.LaunchSpec) (ports.AgentProcess, error) {
-	return startMetricsAgent(), nil
-}
-
-type metricsLauncher struct{}
-
-func (metricsLauncher) Launch(_ context.Context, agent string) (domain.LaunchSpec, error) {
-	if agent != "mock" {
-		return domain.LaunchSpec{}, &domain.Error{Kind: domain.KindUnsupportedAgent, Msg: agent, Agent: agent}
-	}
-	return domain.LaunchSpec{Agent: agent, Command: "fake"}, nil
-}
 
 // metricsDenyDeletes is a policy that denies DELETE of ACP instances.
 type metricsDenyDeletes struct{}
@@ -121,7 +30,7 @@ func (metricsDenyDeletes) Authorize(_ context.Context, req domain.AuthRequest) (
 
 func metricsServer(t *testing.T, cfg Config) *httptest.Server {
 	t.Helper()
-	instances := acp.NewInstances(acp.DefaultOptions(), metricsRunner{}, metricsLauncher{})
+	instances := acp.NewInstances(acp.DefaultOptions(), &porttest.FakeRunner{Agent: porttest.RPCAgent(nil)}, porttest.LaunchOnly("mock"))
 	t.Cleanup(func() { _ = instances.Close(context.Background()) })
 	cfg.Instances = instances
 	srv := httptest.NewServer(New(cfg))
@@ -305,7 +214,7 @@ func TestMetricsSlowSubscriberDropped(t *testing.T) {
 	}
 	// 128 MiB of events, far more than both socket buffers hold; the reader
 	// reads nothing more.
-	if st, body := send(t, srv, "POST", "/v1/acp/s", `{"jsonrpc":"2.0","method":"burst","params":{"n":2048}}`, "Content-Type", "application/json"); st != 202 {
+	if st, body := send(t, srv, "POST", "/v1/acp/s", `{"jsonrpc":"2.0","method":"burst","params":{"n":2048,"size":65536}}`, "Content-Type", "application/json"); st != 202 {
 		t.Fatalf("burst: %d %s", st, body)
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -42,7 +42,7 @@ func TestHammerConcurrentPosts(t *testing.T) {
 			})
 		}
 	}}
-	s := NewInstances(Options{ReplayBytes: 64 << 10}, runner, launchFunc(launchAny))
+	s := NewInstances(Options{ReplayBytes: 64 << 10}, runner, porttest.LaunchAny)
 	defer s.Close(context.Background()) //nolint:errcheck // test cleanup
 	if _, err := s.Post(context.Background(), PostRequest{ServerID: "s", Agent: "a", HasAgent: true, Frame: frame(t, note)}); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestHammerSubscribeChurn(t *testing.T) {
 		}
 		close(sent)
 	}}
-	s := NewInstances(Options{ReplayBytes: 200 * (12 + eventOverhead)}, runner, launchFunc(launchAny))
+	s := NewInstances(Options{ReplayBytes: 200 * (12 + eventOverhead)}, runner, porttest.LaunchAny)
 	defer s.Close(context.Background()) //nolint:errcheck // test cleanup
 	if _, err := s.Post(context.Background(), PostRequest{ServerID: "s", Agent: "a", HasAgent: true, Frame: frame(t, note)}); err != nil {
 		t.Fatal(err)

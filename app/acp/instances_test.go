@@ -18,17 +18,6 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
 
-// launchFunc is a Launcher made of a function.
-type launchFunc func(ctx context.Context, agent string) (domain.LaunchSpec, error)
-
-func (f launchFunc) Launch(ctx context.Context, agent string) (domain.LaunchSpec, error) {
-	return f(ctx, agent)
-}
-
-func launchAny(_ context.Context, agent string) (domain.LaunchSpec, error) {
-	return domain.LaunchSpec{Agent: agent, Command: agent + "-acp"}, nil
-}
-
 // acpRig is a real Instances on a fake runner whose agents are played by
 // rpcAgent: "echo" requests are answered at once with their params, "hold"
 // requests and "session/prompt" wait for the test (on held), and every line
@@ -48,7 +37,7 @@ func newACPRig(t *testing.T, opts Options) *acpRig {
 	t.Helper()
 	r := &acpRig{held: make(chan domain.Frame, 1024), lines: map[*porttest.FakeProcess][]string{}}
 	r.runner = &porttest.FakeRunner{Agent: r.agent}
-	r.s = NewInstances(opts, r.runner, launchFunc(launchAny))
+	r.s = NewInstances(opts, r.runner, porttest.LaunchAny)
 	t.Cleanup(func() { r.s.Close(context.Background()) }) //nolint:errcheck // idempotent
 	return r
 }
@@ -234,12 +223,12 @@ func TestBootstrapErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			launched := 0
 			runner := &porttest.FakeRunner{StartErr: func(domain.LaunchSpec) error { return tt.startErr }}
-			s := NewInstances(Options{}, runner, launchFunc(func(ctx context.Context, agent string) (domain.LaunchSpec, error) {
+			s := NewInstances(Options{}, runner, porttest.LaunchFunc(func(ctx context.Context, agent string) (domain.LaunchSpec, error) {
 				launched++
 				if tt.launchErr != nil {
 					return domain.LaunchSpec{}, tt.launchErr
 				}
-				return launchAny(ctx, agent)
+				return porttest.LaunchAny(ctx, agent)
 			}))
 			defer s.Close(context.Background()) //nolint:errcheck // test cleanup
 			tt.req.Frame = frame(t, note)
@@ -277,7 +266,7 @@ func TestBootstrapRetryAfterSpawnFailure(t *testing.T) {
 		}
 		return nil
 	}}
-	s := NewInstances(Options{}, runner, launchFunc(launchAny))
+	s := NewInstances(Options{}, runner, porttest.LaunchAny)
 	defer s.Close(context.Background()) //nolint:errcheck // test cleanup
 	req := PostRequest{ServerID: "s", Agent: "a", HasAgent: true, Frame: frame(t, note)}
 	if _, err := s.Post(context.Background(), req); !domain.IsKind(err, domain.KindStreamError) {
@@ -316,10 +305,10 @@ func TestConcurrentBootstrap(t *testing.T) {
 		launches := 0
 		r := &acpRig{held: make(chan domain.Frame, 16), lines: map[*porttest.FakeProcess][]string{}}
 		r.runner = &porttest.FakeRunner{Agent: r.agent}
-		r.s = NewInstances(Options{}, r.runner, launchFunc(func(ctx context.Context, agent string) (domain.LaunchSpec, error) {
+		r.s = NewInstances(Options{}, r.runner, porttest.LaunchFunc(func(ctx context.Context, agent string) (domain.LaunchSpec, error) {
 			launches++
 			<-release // a slow install
-			return launchAny(ctx, agent)
+			return porttest.LaunchAny(ctx, agent)
 		}))
 		defer r.s.Close(context.Background()) //nolint:errcheck // test cleanup
 
@@ -869,7 +858,7 @@ func TestStderrTail(t *testing.T) {
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestAgentOf(t *testing.T) {
-	s := NewInstances(Options{}, &porttest.FakeRunner{}, launchFunc(launchAny))
+	s := NewInstances(Options{}, &porttest.FakeRunner{}, porttest.LaunchAny)
 	defer s.Close(context.Background()) //nolint:errcheck // test cleanup
 	if got := s.AgentOf("x"); got != "" {
 		t.Fatalf("unknown id: %q", got)

@@ -1,134 +1,14 @@
 package acp
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
-	"strconv"
-	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
-	"github.com/sandbox-agent-go/sandbox-agent/ports"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
-
-// metricsAgent is an in-memory agent for the metrics tests. It answers a
-// request "now" at once, holds requests "later" until the notification
-// "release", writes params.n notifications on "burst", and exits with
-// params.code on "exit" (or 0 when stdin closes). Each line it reads is
-// announced on seen.
-type metricsAgent struct {
-	stdinR  *io.PipeReader
-	stdinW  *io.PipeWriter
-	stdoutR *io.PipeReader
-	stdoutW *io.PipeWriter
-	stderrR *io.PipeReader
-	stderrW *io.PipeWriter
-	seen    chan string
-	done    chan struct{}
-	code    int
-	once    sync.Once
-}
-
-var _ ports.AgentProcess = (*metricsAgent)(nil)
-
-func newMetricsAgent() *metricsAgent {
-	a := &metricsAgent{seen: make(chan string, 64), done: make(chan struct{})}
-	a.stdinR, a.stdinW = io.Pipe()
-	a.stdoutR, a.stdoutW = io.Pipe()
-	a.stderrR, a.stderrW = io.Pipe()
-	go a.run()
-	return a
-}
-
-func (a *metricsAgent) run() {
-	defer a.finish(0)
-	var held []json.RawMessage
-	sc := bufio.NewScanner(a.stdinR)
-	for sc.Scan() {
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct{ N, Code int }
-		}
-		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil {
-			continue
-		}
-		a.seen <- msg.Method
-		answer := func(id json.RawMessage) {
-			a.stdoutW.Write([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}` + "\n"))
-		}
-		switch msg.Method {
-		case "now":
-			answer(msg.ID)
-		case "later":
-			held = append(held, msg.ID)
-		case "release":
-			for _, id := range held {
-				answer(id)
-			}
-			held = nil
-		case "burst":
-			for i := range msg.Params.N {
-				a.stdoutW.Write([]byte(`{"jsonrpc":"2.0","method":"tick","params":{"i":` + strconv.Itoa(i) + "}}\n"))
-			}
-		case "exit":
-			a.finish(msg.Params.Code)
-			return
-		}
-	}
-}
-
-func (a *metricsAgent) finish(code int) {
-	a.once.Do(func() {
-		a.code = code
-		a.stdinR.CloseWithError(errors.New("agent exited"))
-		a.stdoutW.Close()
-		a.stderrW.Close()
-		close(a.done)
-	})
-}
-
-func (a *metricsAgent) Stdin() io.WriteCloser { return a.stdinW }
-func (a *metricsAgent) Stdout() io.ReadCloser { return a.stdoutR }
-func (a *metricsAgent) Stderr() io.ReadCloser { return a.stderrR }
-func (a *metricsAgent) PID() int              { return 4242 }
-func (a *metricsAgent) Stop(context.Context) error {
-	a.stdinW.Close()
-	<-a.done
-	return nil
-}
-
-func (a *metricsAgent) Wait() (domain.ExitStatus, error) {
-	<-a.done
-	code := a.code
-	return domain.ExitStatus{Code: &code}, nil
-}
-
-// metricsRunner starts metricsAgents and remembers the last one.
-type metricsRunner struct {
-	mu   sync.Mutex
-	last *metricsAgent
-	fail bool
-}
-
-func (r *metricsRunner) Start(context.Context, domain.LaunchSpec) (ports.AgentProcess, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail {
-		return nil, errors.New("no such file")
-	}
-	r.last = newMetricsAgent()
-	return r.last, nil
-}
-
-type metricsLauncher struct{}
-
-func (metricsLauncher) Launch(_ context.Context, agent string) (domain.LaunchSpec, error) {
-	return domain.LaunchSpec{Agent: agent, Command: "fake"}, nil
-}
 
 func metricsPost(t *testing.T, s *Instances, ctx context.Context, id, msg string) ([]byte, error) {
 	t.Helper()
@@ -140,8 +20,15 @@ func metricsPost(t *testing.T, s *Instances, ctx context.Context, id, msg string
 }
 
 func TestMetricsCounters(t *testing.T) {
-	runner := &metricsRunner{}
-	s := NewInstances(Options{ReplayBytes: 1024}, runner, metricsLauncher{})
+	seen := make(chan string, 64)
+	var failStart atomic.Bool
+	runner := &porttest.FakeRunner{Agent: porttest.RPCAgent(seen), StartErr: func(domain.LaunchSpec) error {
+		if failStart.Load() {
+			return errors.New("no such file")
+		}
+		return nil
+	}}
+	s := NewInstances(Options{ReplayBytes: 1024}, runner, porttest.LaunchAny)
 	ctx := context.Background()
 
 	now := `{"jsonrpc":"2.0","id":1,"method":"now"}`
@@ -156,7 +43,7 @@ func TestMetricsCounters(t *testing.T) {
 	if got.FramesFromAgent != 1 || got.BytesFromAgent != uint64(len(resp)) {
 		t.Fatalf("frames from agent: %+v", got)
 	}
-	<-runner.last.seen
+	<-seen
 
 	// A client that leaves before the answer: the answer is late.
 	cctx, cancel := context.WithCancel(ctx)
@@ -165,7 +52,7 @@ func TestMetricsCounters(t *testing.T) {
 		_, err := metricsPost(t, s, cctx, "a", `{"jsonrpc":"2.0","id":2,"method":"later"}`)
 		errc <- err
 	}()
-	if m := <-runner.last.seen; m != "later" {
+	if m := <-seen; m != "later" {
 		t.Fatalf("agent saw %q", m)
 	}
 	cancel()
@@ -219,7 +106,7 @@ func TestMetricsCounters(t *testing.T) {
 		t.Fatalf("after delete: %+v", got)
 	}
 
-	runner.fail = true
+	failStart.Store(true)
 	if _, err := metricsPost(t, s, ctx, "b", now); err == nil {
 		t.Fatal("spawn of a failing runner succeeded")
 	}

@@ -13,7 +13,7 @@ import (
 // the sender's name.
 func TestNoStartNeverBootstraps(t *testing.T) {
 	runner := &porttest.FakeRunner{}
-	s := NewInstances(Options{}, runner, launchFunc(launchAny))
+	s := NewInstances(Options{}, runner, porttest.LaunchAny)
 	defer s.Close(context.Background()) //nolint:errcheck // test cleanup
 	req := PostRequest{ServerID: "gone", Agent: "a", HasAgent: true, Frame: frame(t, note), NoStart: true}
 	if _, err := s.Post(context.Background(), req); !domain.IsKind(err, domain.KindSessionNotFound) {
