@@ -41,6 +41,10 @@ type acpDeleteInput struct {
 	ServerID string `path:"server_id"`
 }
 
+type acpStderrInput struct {
+	ServerID string `path:"server_id"`
+}
+
 type acpListOutput struct {
 	Body struct {
 		Servers []acp.ServerInfo `json:"servers"`
@@ -159,7 +163,7 @@ func registerACP(api huma.API, cfg *Config) {
 	route(api, huma.Operation{
 		OperationID: "get_v1_acp_stderr", Method: http.MethodGet, Path: "/v1/acp/{server_id}/stderr",
 		Summary: "The agent's buffered stderr tail", Tags: []string{"acp"}, Security: bearer,
-	}, onServer(domain.ActionACPRead), func(ctx context.Context, in *acpDeleteInput) (*stderrOutput, error) {
+	}, onServer(domain.ActionACPRead), func(ctx context.Context, in *acpStderrInput) (*stderrOutput, error) {
 		tail, err := cfg.Instances.Stderr(in.ServerID)
 		if err != nil {
 			return nil, err
@@ -190,11 +194,18 @@ func rawBody(contentType string) *huma.RequestBody {
 }
 
 // documentBody sets the schema of a raw request body in the document only.
+// The operation must be registered already, with rawBody(contentType).
 func documentBody(api huma.API, path, method, contentType string, schema *huma.Schema) {
-	op := api.OpenAPI().Paths[path].Post
-	switch method {
-	case http.MethodPut:
-		op = api.OpenAPI().Paths[path].Put
+	item := api.OpenAPI().Paths[path]
+	var op *huma.Operation
+	if item != nil {
+		op = map[string]*huma.Operation{
+			http.MethodPost: item.Post, http.MethodPut: item.Put, http.MethodPatch: item.Patch,
+			http.MethodDelete: item.Delete, http.MethodGet: item.Get,
+		}[method]
+	}
+	if op == nil || op.RequestBody == nil || op.RequestBody.Content[contentType] == nil {
+		panic("documentBody: no " + method + " " + path + " with a raw " + contentType + " body registered")
 	}
 	op.RequestBody.Content[contentType].Schema = schema
 }

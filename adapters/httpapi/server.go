@@ -195,12 +195,19 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 
 // OpenAPI returns the document the daemon serves at /openapi.json.
 func OpenAPI(version string) *huma.OpenAPI {
-	cfg := Config{Version: version}
-	cfg.Catalog = &agents.Catalog{} // documents /v1/agents; never called
-	cfg.Files, cfg.Config = &files.Files{}, &files.ConfigStore{}
-	cfg.Processes = &processes.Service{} // documents /v1/processes; never called
+	cfg := everyRoute(Config{Version: version})
 	cfg.fill()
 	return register(http.NewServeMux(), &cfg).OpenAPI()
+}
+
+// everyRoute is cfg with every optional use case set, to values that are
+// never called, so that all the daemon's routes are registered (the
+// document, and the test that the served document is that one).
+func everyRoute(cfg Config) Config {
+	cfg.Catalog = &agents.Catalog{}
+	cfg.Files, cfg.Config = &files.Files{}, &files.ConfigStore{}
+	cfg.Processes = &processes.Service{}
+	return cfg
 }
 
 // NewAPI creates the huma API on mux with the daemon's conventions: no

@@ -2,7 +2,7 @@ package acp
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -43,7 +43,8 @@ type Options struct {
 	WriteTimeout time.Duration
 	// BarrierTimeout bounds the flush barrier before a synchronous answer.
 	BarrierTimeout time.Duration
-	Logger         *slog.Logger
+	// Logger hears instance lifecycles and agent stderr; nil discards.
+	Logger *slog.Logger
 	// Now is the clock for creation times; nil means time.Now.
 	Now func() time.Time
 }
@@ -149,10 +150,10 @@ func NewInstances(opts Options, runner ports.AgentRunner, launcher Launcher) *In
 
 // PostRequest is one client message for an instance.
 type PostRequest struct {
-	ServerID string
-	Agent    string // the ?agent= query value
-	HasAgent bool   // whether ?agent= was given at all
-	Frame    domain.Frame
+	ServerID string       // the instance's id, from the URL
+	Agent    string       // the ?agent= query value
+	HasAgent bool         // whether ?agent= was given at all
+	Frame    domain.Frame // the classified body, sent to stdin unchanged
 	// NoStart refuses to bootstrap an instance (404 session_not_found):
 	// the request was authorised as acp.send to an existing instance, and
 	// one deleted meanwhile must not be started in its name.
@@ -442,6 +443,6 @@ func (s *Instances) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return errors.New("stopping agents: " + ctx.Err().Error())
+		return fmt.Errorf("stopping agents: %w", ctx.Err())
 	}
 }

@@ -42,6 +42,7 @@ var reference = func() map[string]referenceAgent {
 // installed, have credentials and run, and (on request) their version,
 // path and config options.
 type Catalog struct {
+	// Agents resolves and installs; the catalogue reads its resolutions.
 	Agents *Agents
 	// Running reports the oldest running instance per agent
 	// (Instances.RunningSince); nil means none run.
@@ -50,7 +51,8 @@ type Catalog struct {
 	// credential checks.
 	Getenv func(string) string
 	Home   string
-	Now    func() time.Time
+	// Now is the clock for uptimes; nil means time.Now.
+	Now func() time.Time
 
 	mu       sync.Mutex
 	versions map[string]versionInfo // agent → probed version and path
@@ -217,23 +219,23 @@ func (c *Catalog) version(ctx context.Context, r Resolution, noCache bool) versi
 // its agent; else the launcher's recorded version, the operator's command,
 // or the adapter on PATH.
 func (c *Catalog) probe(ctx context.Context, r Resolution) versionInfo {
-	in := c.Agents.Installer
+	inst := c.Agents.Installer
 	switch {
 	case r.Spec.Source == sourceBuiltin:
 		return versionInfo{version: "builtin"}
-	case in == nil:
+	case inst == nil:
 		return versionInfo{}
 	}
-	if p, _, ok := in.NativePath(r.Agent); ok {
-		return versionInfo{version: in.Version(ctx, p), path: p}
+	if p, _, ok := inst.NativePath(r.Agent); ok {
+		return versionInfo{version: inst.Version(ctx, p), path: p}
 	}
 	switch r.Spec.Source {
 	case sourceOperator:
 		return versionInfo{path: r.Spec.Command}
 	case sourceLauncher:
-		return versionInfo{version: in.AgentProcessVersion(r.Agent), path: r.Launcher}
+		return versionInfo{version: inst.AgentProcessVersion(r.Agent), path: r.Launcher}
 	case sourceLocalPath:
-		return versionInfo{version: in.Version(ctx, r.Spec.Command), path: r.Spec.Command}
+		return versionInfo{version: inst.Version(ctx, r.Spec.Command), path: r.Spec.Command}
 	}
 	if r.Broken != "" {
 		return versionInfo{path: r.Launcher}

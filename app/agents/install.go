@@ -40,9 +40,13 @@ func DefaultInstallTimeouts() InstallTimeouts {
 // Installs of one agent are serialised; installs of different agents run in
 // parallel.
 type Installer struct {
+	// Fs holds the install directory Dir ($XDG_DATA_HOME/sandbox-agent/bin).
 	Fs  afero.Fs
-	Dir string // $XDG_DATA_HOME/sandbox-agent/bin
+	Dir string
 
+	// The ports an install goes through: the registry document, archive
+	// downloads, npm packages, and the commands that verify launchers and
+	// probe versions.
 	Registry   ports.Registry
 	Downloader ports.Downloader
 	Packages   ports.PackageInstaller
@@ -57,11 +61,13 @@ type Installer struct {
 	// NativeURLs override a known agent's native download URL template
 	// (with {version} and {platform}), for mirrors and tests.
 	NativeURLs map[string]string
-	Timeouts   InstallTimeouts
+	// Timeouts bound each step; zero fields take DefaultInstallTimeouts'.
+	Timeouts InstallTimeouts
 	// Progress, when set, hears one line per install step (the CLI prints
 	// them; the daemon logs them).
 	Progress func(agent, msg string)
-	Logger   *slog.Logger
+	// Logger, when set, hears each step too.
+	Logger *slog.Logger
 	// Now is the clock for manifests; nil means time.Now.
 	Now func() time.Time
 	// Disk extracts archives and keeps downloads above the free-space
@@ -87,33 +93,33 @@ const (
 )
 
 // storeDir holds an agent's installed packages and its manifest.
-func (in *Installer) storeDir(agent string) string {
-	return filepath.Join(in.Dir, "packages", agent)
+func (inst *Installer) storeDir(agent string) string {
+	return filepath.Join(inst.Dir, "packages", agent)
 }
 
-func (in *Installer) lock(agent string) *sync.Mutex {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.locks == nil {
-		in.locks = map[string]*sync.Mutex{}
+func (inst *Installer) lock(agent string) *sync.Mutex {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if inst.locks == nil {
+		inst.locks = map[string]*sync.Mutex{}
 	}
-	l := in.locks[agent]
+	l := inst.locks[agent]
 	if l == nil {
 		l = &sync.Mutex{}
-		in.locks[agent] = l
+		inst.locks[agent] = l
 	}
 	return l
 }
 
-func (in *Installer) now() time.Time {
-	if in.Now != nil {
-		return in.Now()
+func (inst *Installer) now() time.Time {
+	if inst.Now != nil {
+		return inst.Now()
 	}
 	return time.Now()
 }
 
-func (in *Installer) timeouts() InstallTimeouts {
-	t, d := in.Timeouts, DefaultInstallTimeouts()
+func (inst *Installer) timeouts() InstallTimeouts {
+	t, d := inst.Timeouts, DefaultInstallTimeouts()
 	if t.Registry <= 0 {
 		t.Registry = d.Registry
 	}
@@ -129,51 +135,51 @@ func (in *Installer) timeouts() InstallTimeouts {
 	return t
 }
 
-func (in *Installer) progress(agent, format string, args ...any) {
+func (inst *Installer) progress(agent, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	if in.Progress != nil {
-		in.Progress(agent, msg)
+	if inst.Progress != nil {
+		inst.Progress(agent, msg)
 	}
-	if in.Logger != nil {
-		in.Logger.Info("install", "agent", agent, "step", msg)
+	if inst.Logger != nil {
+		inst.Logger.Info("install", "agent", agent, "step", msg)
 	}
 }
 
 // registry returns the registry document, from the cache unless fresh.
 // lookup also answers a recent failure again instead of fetching.
-func (in *Installer) registry(ctx context.Context, fresh, lookup bool) (domain.Registry, error) {
-	in.mu.Lock()
-	if !fresh && in.cached != nil && in.now().Sub(in.cachedAt) < registryTTL {
-		r := *in.cached
-		in.mu.Unlock()
+func (inst *Installer) registry(ctx context.Context, fresh, lookup bool) (domain.Registry, error) {
+	inst.mu.Lock()
+	if !fresh && inst.cached != nil && inst.now().Sub(inst.cachedAt) < registryTTL {
+		r := *inst.cached
+		inst.mu.Unlock()
 		return r, nil
 	}
-	if lookup && in.failed != nil && in.now().Sub(in.failedAt) < registryFailTTL {
-		err := in.failed
-		in.mu.Unlock()
+	if lookup && inst.failed != nil && inst.now().Sub(inst.failedAt) < registryFailTTL {
+		err := inst.failed
+		inst.mu.Unlock()
 		return domain.Registry{}, err
 	}
-	in.mu.Unlock()
-	if in.Registry == nil {
+	inst.mu.Unlock()
+	if inst.Registry == nil {
 		return domain.Registry{}, errors.New("no ACP registry configured")
 	}
-	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Registry)
+	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Registry)
 	defer cancel()
-	r, err := in.Registry.Fetch(ctx)
-	in.mu.Lock()
-	defer in.mu.Unlock()
+	r, err := inst.Registry.Fetch(ctx)
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
 	if err != nil {
-		in.failed, in.failedAt = err, in.now()
+		inst.failed, inst.failedAt = err, inst.now()
 		return domain.Registry{}, err
 	}
-	in.cached, in.cachedAt, in.failed = &r, in.now(), nil
+	inst.cached, inst.cachedAt, inst.failed = &r, inst.now(), nil
 	return r, nil
 }
 
 // Listed reports whether the registry has an entry for agent (under the
 // agent's registry ids). A registry that cannot be read is an error.
-func (in *Installer) Listed(ctx context.Context, agent string) (bool, error) {
-	r, err := in.registry(ctx, false, true)
+func (inst *Installer) Listed(ctx context.Context, agent string) (bool, error) {
+	r, err := inst.registry(ctx, false, true)
 	if err != nil {
 		return false, err
 	}
@@ -184,15 +190,15 @@ func (in *Installer) Listed(ctx context.Context, agent string) (bool, error) {
 
 // Installed reports whether agent has a usable launcher (one whose
 // program still exists; see checkLauncher).
-func (in *Installer) Installed(agent string) bool {
-	ok, _ := checkLauncher(in.Fs, launcherPath(in.Dir, agent))
+func (inst *Installer) Installed(agent string) bool {
+	ok, _ := checkLauncher(inst.Fs, launcherPath(inst.Dir, agent))
 	return ok
 }
 
 // NativePath finds the native binary of a known agent: the installed one,
 // else one on PATH.
-func (in *Installer) NativePath(agent string) (string, domain.InstallSource, bool) {
-	return nativeBinary(in.Fs, in.Dir, in.LookPath, agent)
+func (inst *Installer) NativePath(agent string) (string, domain.InstallSource, bool) {
+	return nativeBinary(inst.Fs, inst.Dir, inst.LookPath, agent)
 }
 
 // Install provides agent. With a usable launcher and no Reinstall it
@@ -200,34 +206,34 @@ func (in *Installer) NativePath(agent string) (string, domain.InstallSource, boo
 // (with the failing step and its stderr tail in details) or, for an agent
 // that neither we nor the registry know, unsupported_agent. Callers go
 // through Agents.Install, which answers for the built-in mock.
-func (in *Installer) Install(ctx context.Context, agent string, opts domain.InstallOptions) (domain.InstallResult, error) {
+func (inst *Installer) Install(ctx context.Context, agent string, opts domain.InstallOptions) (domain.InstallResult, error) {
 	if !domain.ValidAgentID(agent) {
 		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
-	l := in.lock(agent)
+	l := inst.lock(agent)
 	l.Lock()
 	defer l.Unlock()
 
-	if !opts.Reinstall && in.Installed(agent) {
+	if !opts.Reinstall && inst.Installed(agent) {
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
 	}
 	recipe, known := domain.RecipeFor(agent)
-	in.progress(agent, "resolving %s in the ACP registry %s", agent, in.RegistryURL)
-	reg, err := in.registry(ctx, opts.Reinstall, false)
+	inst.progress(agent, "resolving %s in the ACP registry %s", agent, inst.RegistryURL)
+	reg, err := inst.registry(ctx, opts.Reinstall, false)
 	if err != nil {
 		if !known {
 			return domain.InstallResult{}, domain.UnlistedAgent(agent, err)
 		}
 		return domain.InstallResult{}, stepFailed(agent, "fetch registry", err)
 	}
-	plan, err := in.plan(agent, recipe, reg, opts)
+	plan, err := inst.plan(agent, recipe, reg, opts)
 	if err != nil {
 		return domain.InstallResult{}, err
 	}
 	if !known && plan.kind == "" {
 		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
-	return in.execute(ctx, agent, recipe, plan, opts)
+	return inst.execute(ctx, agent, recipe, plan, opts)
 }
 
 // installPlan is the chosen way to get the agent process.
@@ -240,7 +246,7 @@ type installPlan struct {
 	native  bool // install (or find) the native binary
 }
 
-func (in *Installer) plan(agent string, recipe domain.AgentRecipe, reg domain.Registry, opts domain.InstallOptions) (installPlan, error) {
+func (inst *Installer) plan(agent string, recipe domain.AgentRecipe, reg domain.Registry, opts domain.InstallOptions) (installPlan, error) {
 	p := installPlan{native: recipe.Native != nil && opts.AgentVersion != ""}
 	if entry, ok := reg.Find(recipe.RegistryIDs...); ok {
 		version := entry.Version
@@ -256,11 +262,11 @@ func (in *Installer) plan(agent string, recipe domain.AgentRecipe, reg domain.Re
 			p.kind, p.source, p.version, p.npx = "npx", domain.SourceRegistry, version, &npx
 			return p, nil
 		}
-		if t, ok := entry.Distribution.Binary[in.Platform]; ok {
+		if t, ok := entry.Distribution.Binary[inst.Platform]; ok {
 			p.kind, p.source, p.version, p.binary = "binary", domain.SourceRegistry, version, &t
 			return p, nil
 		}
-		in.progress(agent, "registry entry %s has no distribution for platform %q; using the fallback", entry.ID, in.Platform)
+		inst.progress(agent, "registry entry %s has no distribution for platform %q; using the fallback", entry.ID, inst.Platform)
 	}
 	switch {
 	case recipe.FallbackPackage != "":
@@ -275,14 +281,14 @@ func (in *Installer) plan(agent string, recipe domain.AgentRecipe, reg domain.Re
 
 // execute runs a plan: native binary first (the launcher may point at it),
 // then the agent process, its launcher, verification and the manifest.
-func (in *Installer) execute(ctx context.Context, agent string, recipe domain.AgentRecipe, p installPlan, opts domain.InstallOptions) (domain.InstallResult, error) {
+func (inst *Installer) execute(ctx context.Context, agent string, recipe domain.AgentRecipe, p installPlan, opts domain.InstallOptions) (domain.InstallResult, error) {
 	res := domain.InstallResult{Artifacts: []domain.Artifact{}}
-	if err := in.Fs.MkdirAll(launcherDir(in.Dir), 0o755); err != nil {
+	if err := inst.Fs.MkdirAll(launcherDir(inst.Dir), 0o755); err != nil {
 		return res, stepFailed(agent, "create install directory", err)
 	}
 	var native *domain.Artifact
 	if p.native {
-		a, err := in.installNative(ctx, agent, recipe, opts)
+		a, err := inst.installNative(ctx, agent, recipe, opts)
 		if err != nil {
 			return res, err
 		}
@@ -290,23 +296,23 @@ func (in *Installer) execute(ctx context.Context, agent string, recipe domain.Ag
 		if a.Source != domain.SourceLocalPath || opts.AgentVersion != "" {
 			res.Artifacts = append(res.Artifacts, a)
 		}
-	} else if path, src, ok := in.NativePath(agent); ok && src == domain.SourceFallback {
+	} else if path, src, ok := inst.NativePath(agent); ok && src == domain.SourceFallback {
 		native = &domain.Artifact{Kind: domain.ArtifactNativeAgent, Path: path, Source: src}
 	}
 
-	store := in.storeDir(agent)
-	stamp := filepath.Join(store, fmt.Sprintf("%d", in.now().UnixNano()))
+	store := inst.storeDir(agent)
+	stamp := filepath.Join(store, fmt.Sprintf("%d", inst.now().UnixNano()))
 	ok := false
 	defer func() {
 		if !ok {
-			_ = in.Fs.RemoveAll(stamp)
+			_ = inst.Fs.RemoveAll(stamp)
 		}
 	}()
 
 	var cmd launchCommand
 	switch p.kind {
 	case "npx":
-		c, version, err := in.installPackage(ctx, agent, stamp, p.npx)
+		c, version, err := inst.installPackage(ctx, agent, stamp, p.npx)
 		if err != nil {
 			return res, err
 		}
@@ -315,7 +321,7 @@ func (in *Installer) execute(ctx context.Context, agent string, recipe domain.Ag
 			p.version = version
 		}
 	case "binary":
-		c, err := in.installArchive(ctx, agent, stamp, p.binary)
+		c, err := inst.installArchive(ctx, agent, stamp, p.binary)
 		if err != nil {
 			return res, err
 		}
@@ -333,21 +339,21 @@ func (in *Installer) execute(ctx context.Context, agent string, recipe domain.Ag
 		cmd.env[recipe.Native.EnvVar] = native.Path
 	}
 
-	launcher := launcherPath(in.Dir, agent)
-	if err := in.writeLauncher(ctx, agent, launcher, cmd, p); err != nil {
+	launcher := launcherPath(inst.Dir, agent)
+	if err := inst.writeLauncher(ctx, agent, launcher, cmd, p); err != nil {
 		return res, err
 	}
 	res.Artifacts = append(res.Artifacts, domain.Artifact{Kind: domain.ArtifactAgentProcess, Path: launcher, Source: p.source, Version: p.version})
-	m := manifest{Agent: agent, InstalledAt: in.now().UTC().Format(time.RFC3339), Artifacts: res.Artifacts, Command: cmd.path, Args: cmd.args}
+	m := manifest{Agent: agent, InstalledAt: inst.now().UTC().Format(time.RFC3339), Artifacts: res.Artifacts, Command: cmd.path, Args: cmd.args}
 	if p.npx != nil {
 		m.Package = p.npx.Package
 	}
-	if err := in.writeManifest(agent, m); err != nil {
+	if err := inst.writeManifest(agent, m); err != nil {
 		return res, stepFailed(agent, "write manifest", err)
 	}
 	ok = true
-	in.pruneStore(store, filepath.Base(stamp))
-	in.progress(agent, "installed %s (%s %s)", agent, p.source, p.version)
+	inst.pruneStore(store, filepath.Base(stamp))
+	inst.progress(agent, "installed %s (%s %s)", agent, p.source, p.version)
 	return res, nil
 }
 
@@ -359,11 +365,11 @@ type launchCommand struct {
 }
 
 // installPackage npm-installs spec into a fresh prefix and picks its bin.
-func (in *Installer) installPackage(ctx context.Context, agent, prefix string, d *domain.NpxDistribution) (launchCommand, string, error) {
-	in.progress(agent, "npm install %s", d.Package)
-	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Package)
+func (inst *Installer) installPackage(ctx context.Context, agent, prefix string, d *domain.NpxDistribution) (launchCommand, string, error) {
+	inst.progress(agent, "npm install %s", d.Package)
+	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Package)
 	defer cancel()
-	pkg, err := in.Packages.Install(ctx, prefix, d.Package)
+	pkg, err := inst.Packages.Install(ctx, prefix, d.Package)
 	if err != nil {
 		return launchCommand{}, "", stepFailed(agent, "npm install "+d.Package, err)
 	}
@@ -405,14 +411,14 @@ func copyEnv(m map[string]string) map[string]string {
 
 // pruneStore removes every earlier install of an agent, keeping keep and
 // the manifest. Failures only leave disk space behind.
-func (in *Installer) pruneStore(store, keep string) {
-	entries, err := afero.ReadDir(in.Fs, store)
+func (inst *Installer) pruneStore(store, keep string) {
+	entries, err := afero.ReadDir(inst.Fs, store)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		if e.Name() != keep && e.Name() != manifestName {
-			_ = in.Fs.RemoveAll(filepath.Join(store, e.Name()))
+			_ = inst.Fs.RemoveAll(filepath.Join(store, e.Name()))
 		}
 	}
 }

@@ -16,21 +16,21 @@ import (
 )
 
 // download fetches url into the file dst.
-func (in *Installer) download(ctx context.Context, agent, url, dst string) error {
-	in.progress(agent, "download %s", url)
-	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Download)
+func (inst *Installer) download(ctx context.Context, agent, url, dst string) error {
+	inst.progress(agent, "download %s", url)
+	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Download)
 	defer cancel()
-	f, err := in.Fs.Create(dst)
+	f, err := inst.Fs.Create(dst)
 	if err != nil {
 		return stepFailed(agent, "download "+url, err)
 	}
-	w, err := in.guard(dst, f)
+	w, err := inst.guard(dst, f)
 	if err != nil {
 		f.Close()
-		_ = in.Fs.Remove(dst)
+		_ = inst.Fs.Remove(dst)
 		return err
 	}
-	_, err = in.Downloader.Download(ctx, url, w)
+	_, err = inst.Downloader.Download(ctx, url, w)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -42,13 +42,13 @@ func (in *Installer) download(ctx context.Context, agent, url, dst string) error
 
 // installArchive downloads a registry binary distribution into prefix and
 // returns the command it names.
-func (in *Installer) installArchive(ctx context.Context, agent, prefix string, t *domain.BinaryTarget) (launchCommand, error) {
+func (inst *Installer) installArchive(ctx context.Context, agent, prefix string, t *domain.BinaryTarget) (launchCommand, error) {
 	dist := filepath.Join(prefix, "dist")
-	if err := in.Fs.MkdirAll(dist, 0o755); err != nil {
+	if err := inst.Fs.MkdirAll(dist, 0o755); err != nil {
 		return launchCommand{}, stepFailed(agent, "create install directory", err)
 	}
 	tmp := filepath.Join(prefix, "download")
-	if err := in.download(ctx, agent, t.Archive, tmp); err != nil {
+	if err := inst.download(ctx, agent, t.Archive, tmp); err != nil {
 		return launchCommand{}, err
 	}
 	cmdName, ok := domain.SafeArchivePath(strings.TrimPrefix(t.Cmd, "./"))
@@ -57,22 +57,22 @@ func (in *Installer) installArchive(ctx context.Context, agent, prefix string, t
 	}
 	kind := domain.ArchiveKind(t.Archive)
 	if kind == "raw" {
-		if err := in.Fs.Rename(tmp, filepath.Join(dist, path.Base(cmdName))); err != nil {
+		if err := inst.Fs.Rename(tmp, filepath.Join(dist, path.Base(cmdName))); err != nil {
 			return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
 		}
 		cmdName = path.Base(cmdName)
 	} else {
-		in.progress(agent, "unpack %s", path.Base(t.Archive))
-		if err := in.unpack(ctx, tmp, kind, dist); err != nil {
+		inst.progress(agent, "unpack %s", path.Base(t.Archive))
+		if err := inst.unpack(ctx, tmp, kind, dist); err != nil {
 			return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
 		}
-		_ = in.Fs.Remove(tmp)
+		_ = inst.Fs.Remove(tmp)
 	}
-	cmd, err := findExecutable(in.Fs, dist, cmdName)
+	cmd, err := findExecutable(inst.Fs, dist, cmdName)
 	if err != nil {
 		return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
 	}
-	if err := chmodExec(in.Fs, cmd); err != nil {
+	if err := chmodExec(inst.Fs, cmd); err != nil {
 		return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
 	}
 	return launchCommand{path: cmd, args: t.Args, env: copyEnv(t.Env)}, nil
@@ -108,26 +108,26 @@ func findExecutable(fsys afero.Fs, root, name string) (string, error) {
 
 // installNative provides the native binary of a known agent at
 // <Dir>/<binary>: an existing one is reused unless a version is asked for.
-func (in *Installer) installNative(ctx context.Context, agent string, recipe domain.AgentRecipe, opts domain.InstallOptions) (domain.Artifact, error) {
+func (inst *Installer) installNative(ctx context.Context, agent string, recipe domain.AgentRecipe, opts domain.InstallOptions) (domain.Artifact, error) {
 	n := recipe.Native
 	if !opts.Reinstall && opts.AgentVersion == "" {
-		if p, src, ok := in.NativePath(agent); ok {
-			return domain.Artifact{Kind: domain.ArtifactNativeAgent, Path: p, Source: src, Version: in.Version(ctx, p)}, nil
+		if p, src, ok := inst.NativePath(agent); ok {
+			return domain.Artifact{Kind: domain.ArtifactNativeAgent, Path: p, Source: src, Version: inst.Version(ctx, p)}, nil
 		}
 	}
-	platform := n.Platforms[in.Platform]
+	platform := n.Platforms[inst.Platform]
 	if platform == "" {
-		return domain.Artifact{}, stepFailed(agent, "native "+n.Binary, fmt.Errorf("no %s build for platform %q", n.Binary, in.Platform))
+		return domain.Artifact{}, stepFailed(agent, "native "+n.Binary, fmt.Errorf("no %s build for platform %q", n.Binary, inst.Platform))
 	}
-	tmpDir := filepath.Join(in.Dir, fmt.Sprintf(".native-%s-%d", n.Binary, in.now().UnixNano()))
-	if err := in.Fs.MkdirAll(tmpDir, 0o755); err != nil {
+	tmpDir := filepath.Join(inst.Dir, fmt.Sprintf(".native-%s-%d", n.Binary, inst.now().UnixNano()))
+	if err := inst.Fs.MkdirAll(tmpDir, 0o755); err != nil {
 		return domain.Artifact{}, stepFailed(agent, "create install directory", err)
 	}
-	defer func() { _ = in.Fs.RemoveAll(tmpDir) }()
+	defer func() { _ = inst.Fs.RemoveAll(tmpDir) }()
 
 	version := opts.AgentVersion
 	var url string
-	switch tmpl := in.NativeURLs[agent]; {
+	switch tmpl := inst.NativeURLs[agent]; {
 	case tmpl != "":
 		v := version
 		if v == "" {
@@ -140,10 +140,10 @@ func (in *Installer) installNative(ctx context.Context, agent string, recipe dom
 		url = domain.ExpandURL(n.LatestURL, "", platform)
 	default:
 		vf := filepath.Join(tmpDir, "version")
-		if err := in.download(ctx, agent, n.VersionURL, vf); err != nil {
+		if err := inst.download(ctx, agent, n.VersionURL, vf); err != nil {
 			return domain.Artifact{}, err
 		}
-		b, err := afero.ReadFile(in.Fs, vf)
+		b, err := afero.ReadFile(inst.Fs, vf)
 		if err != nil {
 			return domain.Artifact{}, stepFailed(agent, "download "+n.VersionURL, err)
 		}
@@ -155,36 +155,36 @@ func (in *Installer) installNative(ctx context.Context, agent string, recipe dom
 	}
 
 	tmp := filepath.Join(tmpDir, "download")
-	if err := in.download(ctx, agent, url, tmp); err != nil {
+	if err := inst.download(ctx, agent, url, tmp); err != nil {
 		return domain.Artifact{}, err
 	}
 	src := tmp
 	if kind := domain.ArchiveKind(url); kind != "raw" {
 		x := filepath.Join(tmpDir, "x")
-		if err := in.unpack(ctx, tmp, kind, x); err != nil {
+		if err := inst.unpack(ctx, tmp, kind, x); err != nil {
 			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)
 		}
 		member := n.Member
 		if member == "" {
 			member = n.Binary
 		}
-		p, err := findExecutable(in.Fs, x, domain.ExpandURL(member, version, platform))
+		p, err := findExecutable(inst.Fs, x, domain.ExpandURL(member, version, platform))
 		if err != nil {
 			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)
 		}
 		src = p
 	}
-	dst := filepath.Join(in.Dir, n.Binary)
-	if err := chmodExec(in.Fs, src); err != nil {
+	dst := filepath.Join(inst.Dir, n.Binary)
+	if err := chmodExec(inst.Fs, src); err != nil {
 		return domain.Artifact{}, stepFailed(agent, "install "+dst, err)
 	}
-	if err := in.Fs.Rename(src, dst); err != nil {
+	if err := inst.Fs.Rename(src, dst); err != nil {
 		return domain.Artifact{}, stepFailed(agent, "install "+dst, err)
 	}
-	if v := in.Version(ctx, dst); v != "" {
+	if v := inst.Version(ctx, dst); v != "" {
 		version = v
 	}
-	in.progress(agent, "installed native %s %s", n.Binary, version)
+	inst.progress(agent, "installed native %s %s", n.Binary, version)
 	return domain.Artifact{Kind: domain.ArtifactNativeAgent, Path: dst, Source: domain.SourceFallback, Version: version}, nil
 }
 
@@ -211,17 +211,17 @@ type Disk interface {
 }
 
 // unpack extracts through Disk.
-func (in *Installer) unpack(ctx context.Context, src, kind, dst string) error {
-	if in.Disk == nil {
+func (inst *Installer) unpack(ctx context.Context, src, kind, dst string) error {
+	if inst.Disk == nil {
 		return errors.New("no archive extractor configured")
 	}
-	return in.Disk.Unpack(ctx, in.Fs, src, kind, dst)
+	return inst.Disk.Unpack(ctx, inst.Fs, src, kind, dst)
 }
 
 // guard wraps a download's writer with the free-space floor, if any.
-func (in *Installer) guard(path string, w io.Writer) (io.Writer, error) {
-	if in.Disk == nil {
+func (inst *Installer) guard(path string, w io.Writer) (io.Writer, error) {
+	if inst.Disk == nil {
 		return w, nil
 	}
-	return in.Disk.GuardWriter(path, w)
+	return inst.Disk.GuardWriter(path, w)
 }

@@ -61,17 +61,17 @@ func validEnvName(k string) bool {
 // writeLauncher writes the launcher next to its final place, verifies it
 // with --help, and only then moves it into place: an unverified launcher
 // never counts as an install.
-func (in *Installer) writeLauncher(ctx context.Context, agent, launcher string, cmd launchCommand, p installPlan) error {
+func (inst *Installer) writeLauncher(ctx context.Context, agent, launcher string, cmd launchCommand, p installPlan) error {
 	script, err := launcherScript(agent, cmd, p)
 	if err != nil {
 		return stepFailed(agent, "write launcher", err)
 	}
 	step := "verify " + filepath.Base(launcher) + " --help"
 	verify := func(tmp string) error {
-		in.progress(agent, "%s", step)
-		vctx, cancel := context.WithTimeout(ctx, in.timeouts().Verify)
+		inst.progress(agent, "%s", step)
+		vctx, cancel := context.WithTimeout(ctx, inst.timeouts().Verify)
 		defer cancel()
-		res, err := in.Commands.Run(vctx, tmp, "--help")
+		res, err := inst.Commands.Run(vctx, tmp, "--help")
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit status %d: %s", res.ExitCode, tailLines(string(res.Stderr)+string(res.Stdout), 16))
 		}
@@ -80,7 +80,7 @@ func (in *Installer) writeLauncher(ctx context.Context, agent, launcher string, 
 		}
 		return nil
 	}
-	err = ports.WriteAtomic(in.Fs, launcher, "."+filepath.Base(launcher)+"-*.tmp", 0o755, func(w io.Writer) error {
+	err = ports.WriteAtomic(inst.Fs, launcher, "."+filepath.Base(launcher)+"-*.tmp", 0o755, func(w io.Writer) error {
 		_, err := w.Write(script)
 		return err
 	}, verify)
@@ -122,16 +122,16 @@ type manifest struct {
 
 const manifestName = "manifest.json"
 
-func (in *Installer) writeManifest(agent string, m manifest) error {
+func (inst *Installer) writeManifest(agent string, m manifest) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	dir := in.storeDir(agent)
-	if err := in.Fs.MkdirAll(dir, 0o755); err != nil {
+	dir := inst.storeDir(agent)
+	if err := inst.Fs.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return ports.WriteAtomic(in.Fs, filepath.Join(dir, manifestName), ".manifest-*.tmp", 0o644, func(w io.Writer) error {
+	return ports.WriteAtomic(inst.Fs, filepath.Join(dir, manifestName), ".manifest-*.tmp", 0o644, func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	}, nil)
@@ -139,8 +139,8 @@ func (in *Installer) writeManifest(agent string, m manifest) error {
 
 // AgentProcessVersion is the recorded version of an installed agent
 // process, or "" when none was recorded.
-func (in *Installer) AgentProcessVersion(agent string) string {
-	b, err := afero.ReadFile(in.Fs, filepath.Join(in.storeDir(agent), manifestName))
+func (inst *Installer) AgentProcessVersion(agent string) string {
+	b, err := afero.ReadFile(inst.Fs, filepath.Join(inst.storeDir(agent), manifestName))
 	if err != nil {
 		return ""
 	}
@@ -158,13 +158,13 @@ func (in *Installer) AgentProcessVersion(agent string) string {
 
 // Version runs "<path> --version" and returns its first line, without a
 // trailing " (...)" remark; "" when the program does not say.
-func (in *Installer) Version(ctx context.Context, path string) string {
-	if in.Commands == nil {
+func (inst *Installer) Version(ctx context.Context, path string) string {
+	if inst.Commands == nil {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(ctx, in.timeouts().Verify)
+	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Verify)
 	defer cancel()
-	res, err := in.Commands.Run(ctx, path, "--version")
+	res, err := inst.Commands.Run(ctx, path, "--version")
 	if err != nil || res.ExitCode != 0 {
 		return ""
 	}

@@ -11,6 +11,8 @@
 // same rules and limits (--max-extract, --min-free).
 //
 // It imports no sibling app package; from ports only the filesystem's
-// optional abilities (ports.Confiner, ports.RegularOpener) and DiskSpace:
-// the filesystem port is afero.Fs itself.
+// optional abilities (ports.Confiner, ports.RegularOpener), DiskSpace and
+// WriteAtomic, through which every whole-file write (uploads, config
+// files) goes, so readers never see half a file: the filesystem port is
+// afero.Fs itself.
 package files
