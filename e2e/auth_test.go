@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,13 +153,13 @@ func TestTokenFile(t *testing.T) {
 	d.check(t, []policyCheck{{name: "kept", token: "gamma", method: "GET", path: "/v1/health", status: 200}})
 
 	for name, path := range map[string]string{"missing": filepath.Join(t.TempDir(), "nope"), "empty": file} {
-		cmd := exec.Command(binary, "server", "--port", strconv.Itoa(freePort(t)), "--token-file", path)
+		cmd := exec.Command(binary, "server", "--port", "0", "--token-file", path)
 		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 		if out, err := runBounded(cmd, 30*time.Second); err == nil || !strings.Contains(out, "--token-file") {
 			t.Errorf("%s token file: %v\n%s", name, err, out)
 		}
 	}
-	cmd := exec.Command(binary, "server", "--port", strconv.Itoa(freePort(t)), "--token-file", file, "--token", "x")
+	cmd := exec.Command(binary, "server", "--port", "0", "--token-file", file, "--token", "x")
 	if out, err := runBounded(cmd, 30*time.Second); err == nil || !strings.Contains(out, "cannot be combined") {
 		t.Errorf("--token with --token-file: %v\n%s", err, out)
 	}

@@ -6,12 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,17 +90,14 @@ type daemonOpts struct {
 	Binary string
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// listeningURL finds the address the daemon announces once it has bound
+// its port ("sandbox-agent listening" with url=..., in the text or JSON
+// log format).
+var listeningURL = regexp.MustCompile(`sandbox-agent listening.*?(?:url=|"url":")(http://[^\s"]+)`)
 
-// startDaemon runs the binary on a free loopback port and waits for health.
+// startDaemon runs the binary on a loopback port the kernel picks (--port
+// 0, so no other process can take it between choosing and binding), reads
+// the bound address from the daemon's announcement and waits for health.
 // It is stopped with SIGTERM at cleanup; its logs are shown on failure.
 func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	t.Helper()
@@ -109,8 +105,7 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	if home == "" {
 		home = t.TempDir()
 	}
-	port := freePort(t)
-	args := append([]string{"server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--log-format", "text", "--log-level", "debug"}, o.Args...)
+	args := append([]string{"server", "--host", "127.0.0.1", "--port", "0", "--log-format", "text", "--log-level", "debug"}, o.Args...)
 	bin := binary
 	if o.Binary != "" {
 		bin = o.Binary
@@ -125,7 +120,7 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	// If the test binary dies (a go test timeout), the daemon shuts down
 	// cleanly instead of living on as an orphan with its agents.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	d := &daemon{t: t, cmd: cmd, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Home: home, logs: &lockedBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, cmd: cmd, Home: home, logs: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -139,6 +134,19 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	})
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
+		if d.URL == "" {
+			if m := listeningURL.FindStringSubmatch(d.logs.String()); m != nil {
+				d.URL = m[1]
+			}
+		}
+		if d.URL == "" {
+			select {
+			case <-d.done:
+				t.Fatalf("daemon exited at start:\n%s", d.logs.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
 		resp, err := http.Get(d.URL + "/")
 		if err == nil {
 			resp.Body.Close()

@@ -376,7 +376,7 @@ func TestPolicyRefusedAtStart(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not wasm"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "server", "--port", strconv.Itoa(freePort(t)), "--policy", bad)
+	cmd := exec.Command(binary, "server", "--port", "0", "--policy", bad)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	out, err := runBounded(cmd, 30*time.Second)
 	if err == nil || !strings.Contains(out, "policy broken") {

@@ -147,7 +147,14 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version,
+	// The bound address is announced whatever --log-level says: with
+	// --port 0 this line is the only way to learn it (the e2e harness reads
+	// it), so a quieter level must not hide it.
+	announce := log
+	if !log.Enabled(ctx, slog.LevelInfo) {
+		announce, _ = newLogger(logOut, f.logFormat, "info")
+	}
+	announce.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version,
 		"token", tokenSource != "", "token_source", tokenSource, "host_check", checkHost, "gomaxprocs", procs)
 
 	select {
