@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 type procInfo struct {
@@ -114,15 +115,6 @@ func (d *daemon) treePIDs(t *testing.T, id string) []int {
 	return pids
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
-
 // TestProcessTreeKilled checks that stop, kill and daemon shutdown end a
 // process's whole tree, not just its leader.
 func TestProcessTreeKilled(t *testing.T) {
@@ -158,14 +150,14 @@ func TestProcessTreeKilled(t *testing.T) {
 			p := d.createProcess(t, map[string]any{"command": "sh", "args": []string{"-c", treeScript(tc.trapTerm)}})
 			pids := append(d.treePIDs(t, p.ID), *p.PID)
 			for _, pid := range pids {
-				if !alive(pid) {
+				if !proc.Alive(pid) {
 					t.Fatalf("pid %d not running before the test", pid)
 				}
 			}
 			tc.end(t, d, p.ID)
 			eventually(t, 5*time.Second, "whole tree gone", func() bool {
 				for _, pid := range pids {
-					if alive(pid) {
+					if proc.Alive(pid) {
 						return false
 					}
 				}
@@ -442,7 +434,7 @@ func TestProcessesLifecycle(t *testing.T) {
 	if st != 200 || !strings.Contains(string(b), `"status":"running"`) {
 		t.Fatalf("after DELETE of an ACP instance: %d %s", st, b)
 	}
-	if !alive(*p.PID) {
+	if !proc.Alive(*p.PID) {
 		t.Fatal("process died with the ACP instance")
 	}
 	// Malformed input is a problem, never a 500.
@@ -497,12 +489,10 @@ func waitUntil(limit time.Duration, cond func() bool) bool {
 
 // fdLinks lists what pid's descriptors point at, for failure messages.
 func fdLinks(pid int) string {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, _ := os.ReadDir(dir)
+	fds, _ := proc.FDs(pid)
 	var sb strings.Builder
-	for _, e := range ents {
-		l, _ := os.Readlink(filepath.Join(dir, e.Name()))
-		sb.WriteString(e.Name() + " -> " + l + "\n")
+	for _, fd := range fds {
+		sb.WriteString(fd.Num + " -> " + fd.Target + "\n")
 	}
 	return sb.String()
 }
