@@ -23,11 +23,23 @@ func sysProcAttr(supervisor bool) *syscall.SysProcAttr {
 // zombie. Zombies hold no resources and disappear when their parent (init,
 // after reparenting) reaps them, which the daemon does not control.
 func groupHasLiveMember(pgid int) bool {
+	want := []byte(strconv.Itoa(pgid))
+	found := false
+	ok := eachLiveProcess(func(pgrp, _ []byte) bool {
+		found = bytes.Equal(pgrp, want)
+		return !found
+	})
+	return !ok || found
+}
+
+// eachLiveProcess calls fn with the process group and session ids (as
+// written in /proc/<pid>/stat) of every process that is not a zombie, until
+// fn returns false. It reports false when /proc cannot be read.
+func eachLiveProcess(fn func(pgrp, session []byte) bool) bool {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return true
+		return false
 	}
-	want := []byte(strconv.Itoa(pgid))
 	for _, e := range ents {
 		if e.Name()[0] < '0' || e.Name()[0] > '9' {
 			continue
@@ -36,17 +48,21 @@ func groupHasLiveMember(pgid int) bool {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp ...; comm may contain spaces and parens.
+		// pid (comm) state ppid pgrp session ...; comm may contain spaces
+		// and parens.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 {
 			continue
 		}
 		f := bytes.Fields(b[i+1:])
-		if len(f) >= 3 && f[0][0] != 'Z' && f[0][0] != 'X' && bytes.Equal(f[2], want) {
-			return true
+		if len(f) < 4 || f[0][0] == 'Z' || f[0][0] == 'X' {
+			continue
+		}
+		if !fn(f[2], f[3]) {
+			break
 		}
 	}
-	return false
+	return true
 }
 
 // waitExited blocks until process pid has exited, without reaping it: a
@@ -66,32 +82,15 @@ func waitExited(pid int) {
 // in groups of their own, which a signal to the session leader's group
 // does not reach.
 func sessionGroups(sid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	want := []byte(strconv.Itoa(sid))
 	var groups []int
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
+	eachLiveProcess(func(pgrp, session []byte) bool {
+		if bytes.Equal(session, want) && !bytes.Equal(pgrp, want) {
+			if g, err := strconv.Atoi(string(pgrp)); err == nil && g > 0 {
+				groups = append(groups, g)
+			}
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 4 || f[0][0] == 'Z' || f[0][0] == 'X' || !bytes.Equal(f[3], want) || bytes.Equal(f[2], want) {
-			continue
-		}
-		if g, err := strconv.Atoi(string(f[2])); err == nil && g > 0 {
-			groups = append(groups, g)
-		}
-	}
+		return true
+	})
 	return groups
 }
