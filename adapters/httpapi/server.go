@@ -88,6 +88,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MaxACPBody:         32 << 20,
+		InflightBytes:      256 << 20,
+		ReadIdleTimeout:    60 * time.Second,
 		Heartbeat:          15 * time.Second,
 		StreamWriteTimeout: 30 * time.Second,
 	}
@@ -102,13 +104,13 @@ func (c *Config) fill() {
 		c.MaxACPBody = d.MaxACPBody
 	}
 	if c.InflightBytes <= 0 {
-		c.InflightBytes = 256 << 20
+		c.InflightBytes = d.InflightBytes
 	}
 	if c.inflight == nil {
 		c.inflight = &inflight{max: c.InflightBytes}
 	}
 	if c.ReadIdleTimeout <= 0 {
-		c.ReadIdleTimeout = 60 * time.Second
+		c.ReadIdleTimeout = d.ReadIdleTimeout
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = d.Heartbeat
