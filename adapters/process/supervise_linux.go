@@ -170,47 +170,20 @@ func liveChildren() ([]int, bool) {
 
 // zombie reports whether pid has exited (or is gone).
 func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+	p, ok := readStat(strconv.Itoa(pid))
+	return !ok || p.dead
 }
 
 // liveDescendants walks /proc for the non-zombie descendants of root.
 func liveDescendants(root int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	children := map[int][]int{}
 	live := map[int]bool{}
-	for _, e := range ents {
-		name := e.Name()
-		if name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may contain spaces and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(string(f[1]))
-		children[ppid] = append(children[ppid], pid)
-		live[pid] = f[0][0] != 'Z' && f[0][0] != 'X'
+	if !eachProcess(func(p procStat) bool {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+		live[p.pid] = !p.dead
+		return true
+	}) {
+		return nil
 	}
 	var out []int
 	queue := []int{root}

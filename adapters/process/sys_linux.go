@@ -23,19 +23,43 @@ func sysProcAttr(supervisor bool) *syscall.SysProcAttr {
 // zombie. Zombies hold no resources and disappear when their parent (init,
 // after reparenting) reaps them, which the daemon does not control.
 func groupHasLiveMember(pgid int) bool {
-	want := []byte(strconv.Itoa(pgid))
 	found := false
-	ok := eachLiveProcess(func(pgrp, _ []byte) bool {
-		found = bytes.Equal(pgrp, want)
+	ok := eachProcess(func(p procStat) bool {
+		found = !p.dead && p.pgrp == pgid
 		return !found
 	})
 	return !ok || found
 }
 
-// eachLiveProcess calls fn with the process group and session ids (as
-// written in /proc/<pid>/stat) of every process that is not a zombie, until
-// fn returns false. It reports false when /proc cannot be read.
-func eachLiveProcess(fn func(pgrp, session []byte) bool) bool {
+// procStat is what this adapter reads from /proc/<pid>/stat.
+type procStat struct {
+	pid, ppid, pgrp, session int
+	dead                     bool // a zombie, or on its way out
+}
+
+// readStat parses /proc/<pid>/stat; false when the process is gone.
+func readStat(pid string) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// pid (comm) state ppid pgrp session ...; comm may contain spaces and
+	// parens.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 4 {
+		return procStat{}, false
+	}
+	n := func(b []byte) int { v, _ := strconv.Atoi(string(b)); return v }
+	return procStat{pid: n([]byte(pid)), ppid: n(f[1]), pgrp: n(f[2]), session: n(f[3]), dead: f[0][0] == 'Z' || f[0][0] == 'X'}, true
+}
+
+// eachProcess calls fn with every process in /proc until fn returns false.
+// It reports false when /proc cannot be read.
+func eachProcess(fn func(procStat) bool) bool {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return false
@@ -44,21 +68,7 @@ func eachLiveProcess(fn func(pgrp, session []byte) bool) bool {
 		if e.Name()[0] < '0' || e.Name()[0] > '9' {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session ...; comm may contain spaces
-		// and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 4 || f[0][0] == 'Z' || f[0][0] == 'X' {
-			continue
-		}
-		if !fn(f[2], f[3]) {
+		if p, ok := readStat(e.Name()); ok && !fn(p) {
 			break
 		}
 	}
@@ -82,13 +92,10 @@ func waitExited(pid int) {
 // in groups of their own, which a signal to the session leader's group
 // does not reach.
 func sessionGroups(sid int) []int {
-	want := []byte(strconv.Itoa(sid))
 	var groups []int
-	eachLiveProcess(func(pgrp, session []byte) bool {
-		if bytes.Equal(session, want) && !bytes.Equal(pgrp, want) {
-			if g, err := strconv.Atoi(string(pgrp)); err == nil && g > 0 {
-				groups = append(groups, g)
-			}
+	eachProcess(func(p procStat) bool {
+		if !p.dead && p.session == sid && p.pgrp != sid && p.pgrp > 0 {
+			groups = append(groups, p.pgrp)
 		}
 		return true
 	})
