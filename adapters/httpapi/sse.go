@@ -51,6 +51,10 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, cur eventSource, cfg 
 		_ = rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout))
 		switch {
 		case gap != nil:
+			// The cursor now stands before gap.OldestAvailable. If that
+			// event is evicted too before the next Read, the next frame is
+			// another gap starting there: gap frames can follow each
+			// other, and they are contiguous.
 			bw.WriteString("event: message\ndata: ")
 			bw.Write(domain.ReplayGapMessage(gap.LastEventID, gap.OldestAvailable))
 			bw.WriteString("\n\n")
