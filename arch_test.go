@@ -221,6 +221,8 @@ func layers(mod string) []layer {
 					switch {
 					case under(rel, "domain"), under(rel, "ports"), under(rel, useCase(dir)):
 						return ""
+					case under(rel, "app/internal") && !under(useCase(dir), "app/internal"):
+						return "" // scaffolding shared by use cases (it imports none of them)
 					case under(rel, "app"):
 						return "app packages never import each other: a link between use cases is an interface (or func field) the consumer defines, wired in cmd/sandbox-agent"
 					}
@@ -390,6 +392,12 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"app/agents", mod + "/app/acp", true, false},
 		{"app/files", mod + "/app/agents", false, false},
 		{"app/acp", mod + "/app", false, false},
+		{"app/acp", mod + "/app/internal/exits", false, true},
+		{"app/processes", mod + "/app/internal/exits", false, true},
+		{"app/internal/exits", mod + "/app/acp", false, false},
+		{"app/internal/exits", mod + "/app/processes", true, false},
+		{"app/internal/exits", "os/exec", false, false},
+		{"app/internal/exits", mod + "/domain", false, true},
 		{"app/acp", mod + "/extensions/wasmpolicy", false, false},
 		{"adapters/process", mod + "/app", false, false},
 		{"adapters/process", mod + "/app/acp", false, false},

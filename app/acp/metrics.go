@@ -1,10 +1,9 @@
 package acp
 
 import (
-	"sort"
-	"strconv"
-	"sync"
 	"sync/atomic"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/exits"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -28,15 +27,11 @@ type Metrics struct {
 	stdinWriteFailures atomic.Uint64
 	retiredGaps        atomic.Uint64 // gaps of instances already removed
 
-	exitsMu sync.Mutex
-	exits   map[ExitKey]uint64
+	exits exits.Counter
 }
 
 // ExitKey labels an agent exit: its exit code, or the signal that ended it.
-type ExitKey struct {
-	Code   string // decimal exit code; "" when a signal ended the process
-	Signal string // signal name; "" for a normal exit
-}
+type ExitKey = exits.ExitKey
 
 func (m *Metrics) spawned() {
 	m.spawns.Add(1)
@@ -68,23 +63,7 @@ func (m *Metrics) stdinWriteFailed() {
 	m.stdinWriteFailures.Add(1)
 }
 
-func (m *Metrics) exited(st domain.ExitStatus) {
-	var k ExitKey
-	if st.Code != nil {
-		k.Code = strconv.Itoa(*st.Code)
-	} else {
-		k.Signal = st.Signal
-		if k.Signal == "" {
-			k.Signal = "unknown"
-		}
-	}
-	m.exitsMu.Lock()
-	if m.exits == nil {
-		m.exits = map[ExitKey]uint64{}
-	}
-	m.exits[k]++
-	m.exitsMu.Unlock()
-}
+func (m *Metrics) exited(st domain.ExitStatus) { m.exits.Add(st) }
 
 // retire keeps the gap count of an instance that is leaving the table, so
 // the daemon-wide total never goes down. Called under Instances.mu, in the
@@ -94,10 +73,7 @@ func (m *Metrics) retire(in *instance) {
 }
 
 // ExitCount is how many agents ended one way.
-type ExitCount struct {
-	ExitKey
-	Count uint64
-}
+type ExitCount = exits.ExitCount
 
 // MetricsSnapshot is the state of the ACP use cases at one moment: the
 // counters since start, and gauges summed over the live instances.
@@ -154,17 +130,6 @@ func (s *Instances) Metrics() MetricsSnapshot {
 		snap.BufferedEvents += info.BufferedEvents
 		snap.BufferedBytes += info.BufferedBytes
 	}
-	m.exitsMu.Lock()
-	for k, n := range m.exits {
-		snap.Exits = append(snap.Exits, ExitCount{ExitKey: k, Count: n})
-	}
-	m.exitsMu.Unlock()
-	sort.Slice(snap.Exits, func(i, j int) bool {
-		a, b := snap.Exits[i], snap.Exits[j]
-		if a.Code != b.Code {
-			return a.Code < b.Code
-		}
-		return a.Signal < b.Signal
-	})
+	snap.Exits = m.exits.Snapshot()
 	return snap
 }

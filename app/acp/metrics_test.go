@@ -125,9 +125,9 @@ func TestMetricsExitKeys(t *testing.T) {
 	m.exited(domain.ExitStatus{Signal: "killed"})
 	got := s.Metrics().Exits
 	want := []ExitCount{
-		{ExitKey{Code: "", Signal: "killed"}, 1},
-		{ExitKey{Code: "0"}, 1},
-		{ExitKey{Code: "1"}, 2},
+		{ExitKey: ExitKey{Code: "", Signal: "killed"}, Count: 1},
+		{ExitKey: ExitKey{Code: "0"}, Count: 1},
+		{ExitKey: ExitKey{Code: "1"}, Count: 2},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("exits = %+v, want %+v", got, want)

@@ -1,10 +1,9 @@
 package processes
 
 import (
-	"sort"
-	"strconv"
-	"sync"
 	"sync/atomic"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/exits"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -16,42 +15,19 @@ type metrics struct {
 	runs          atomic.Uint64
 	runTimeouts   atomic.Uint64
 
-	mu    sync.Mutex
-	exits map[ExitKey]uint64
+	exits exits.Counter
 }
 
 // ExitKey labels a process exit: its exit code, or the signal that ended it.
-type ExitKey struct {
-	Code   string // decimal exit code; "" when a signal ended the process
-	Signal string // signal name; "" for a normal exit
-}
+type ExitKey = exits.ExitKey
 
 func (m *metrics) spawned()     { m.spawns.Add(1) }
 func (m *metrics) spawnFailed() { m.spawnFailures.Add(1) }
 
-func (m *metrics) exited(st domain.ExitStatus) {
-	var k ExitKey
-	if st.Code != nil {
-		k.Code = strconv.Itoa(*st.Code)
-	} else {
-		k.Signal = st.Signal
-		if k.Signal == "" {
-			k.Signal = "unknown"
-		}
-	}
-	m.mu.Lock()
-	if m.exits == nil {
-		m.exits = map[ExitKey]uint64{}
-	}
-	m.exits[k]++
-	m.mu.Unlock()
-}
+func (m *metrics) exited(st domain.ExitStatus) { m.exits.Add(st) }
 
 // ExitCount is how many processes ended one way.
-type ExitCount struct {
-	ExitKey
-	Count uint64
-}
+type ExitCount = exits.ExitCount
 
 // MetricsSnapshot is the state of the processes API at one moment.
 type MetricsSnapshot struct {
@@ -90,17 +66,6 @@ func (s *Service) Metrics() MetricsSnapshot {
 	snap.SpawnFailures = s.metrics.spawnFailures.Load()
 	snap.Runs = s.metrics.runs.Load()
 	snap.RunTimeouts = s.metrics.runTimeouts.Load()
-	s.metrics.mu.Lock()
-	for k, n := range s.metrics.exits {
-		snap.Exits = append(snap.Exits, ExitCount{ExitKey: k, Count: n})
-	}
-	s.metrics.mu.Unlock()
-	sort.Slice(snap.Exits, func(i, j int) bool {
-		a, b := snap.Exits[i], snap.Exits[j]
-		if a.Code != b.Code {
-			return a.Code < b.Code
-		}
-		return a.Signal < b.Signal
-	})
+	snap.Exits = s.metrics.exits.Snapshot()
 	return snap
 }
