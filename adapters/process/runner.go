@@ -68,36 +68,18 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 	cmd.Env = mergeEnv(r.BaseEnv, spec.Env)
 	cmd.SysProcAttr = sysProcAttr(useSupervisor)
 
-	var files []*os.File // every pipe end, closed on failure
-	pipe := func() (*os.File, *os.File, error) {
-		pr, pw, err := os.Pipe()
-		if err == nil {
-			files = append(files, pr, pw)
-		}
-		return pr, pw, err
-	}
+	var pipes stdio
 	fail := func(err error) (ports.AgentProcess, error) {
-		for _, f := range files {
-			f.Close()
-		}
+		pipes.closeAll()
 		return nil, fmt.Errorf("start %s: %w", spec.Command, err)
 	}
-	inR, inW, err := pipe()
-	if err != nil {
+	if err := pipes.open(cmd, true); err != nil {
 		return fail(err)
 	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	var reportR, reportW *os.File
 	if useSupervisor {
-		if reportR, reportW, err = pipe(); err != nil {
+		var err error
+		if reportR, reportW, err = pipes.pipe(); err != nil {
 			return fail(err)
 		}
 		cmd.ExtraFiles = []*os.File{reportW}
@@ -105,12 +87,9 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 	if err := cmd.Start(); err != nil {
 		return fail(err)
 	}
-	// The child has its own copies now.
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	pipes.started()
 
-	p := &proc{cmd: cmd, pid: cmd.Process.Pid, stdin: inW, stdout: outR, stderr: errR, done: make(chan struct{})}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, stdin: pipes.inW, stdout: pipes.outR, stderr: pipes.errR, done: make(chan struct{})}
 	if useSupervisor {
 		reportW.Close()
 		p.report = bufio.NewReader(reportR)
@@ -120,9 +99,9 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			reportR.Close()
-			inW.Close()
-			outR.Close()
-			errR.Close()
+			pipes.inW.Close()
+			pipes.outR.Close()
+			pipes.errR.Close()
 			return nil, fmt.Errorf("start %s: %w", spec.Command, err)
 		}
 		p.pid = pid

@@ -76,51 +76,21 @@ func withEnv(env map[string]string, k, v string) map[string]string {
 // startPipes starts cmd with stdout and stderr on pipes and stdin on a pipe
 // (withStdin) or /dev/null.
 func startPipes(cmd *exec.Cmd, withStdin bool) (*userProc, error) {
-	var files []*os.File // every pipe end, closed on failure
-	fail := func(err error) (*userProc, error) {
-		for _, f := range files {
-			f.Close()
-		}
+	var pipes stdio
+	if err := pipes.open(cmd, withStdin); err != nil {
+		pipes.closeAll()
 		return nil, err
 	}
-	pipe := func() (*os.File, *os.File, error) {
-		pr, pw, err := os.Pipe()
-		if err == nil {
-			files = append(files, pr, pw)
-		}
-		return pr, pw, err
-	}
-	var inR, inW *os.File
-	if withStdin {
-		var err error
-		if inR, inW, err = pipe(); err != nil {
-			return fail(err)
-		}
-		cmd.Stdin = inR
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = sysProcAttr(false)
 	if err := cmd.Start(); err != nil {
-		return fail(err)
+		pipes.closeAll()
+		return nil, err
 	}
-	// The child has its own copies now.
-	if inR != nil {
-		inR.Close()
-	}
-	outW.Close()
-	errW.Close()
+	pipes.started()
 	p := &userProc{cmd: cmd, done: make(chan struct{})}
-	p.io.Stdout, p.io.Stderr = outR, errR
-	if inW != nil {
-		p.io.Stdin = inW
+	p.io.Stdout, p.io.Stderr = pipes.outR, pipes.errR
+	if pipes.inW != nil {
+		p.io.Stdin = pipes.inW
 	}
 	return p, nil
 }
