@@ -110,13 +110,61 @@ func ParseFrame(b []byte) (Frame, error) {
 
 // peekValid classifies b, which must already be valid JSON.
 func peekValid(b []byte) (Frame, error) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return Frame{}, ErrNotObject
-	}
 	f := Frame{Data: b}
 	hasMethod := false
 	var seen uint8 // bit i: rpcKeys[i] was seen
+	err := eachMember(b, func(key, val []byte) error {
+		if k := rpcKeyIndex(key); k >= 0 {
+			if seen&(1<<k) != 0 {
+				return &AmbiguousKeyError{Key: string(key), Duplicate: true}
+			}
+			seen |= 1 << k
+		} else if len(key) <= 4*len("jsonrpc") && foldsToRPCKey(key) {
+			return &AmbiguousKeyError{Key: string(key)}
+		}
+		switch string(key) {
+		case "id":
+			f.ID = val
+		case "method":
+			hasMethod = true
+			f.Method = ""
+			if val[0] == '"' {
+				raw := val[1 : len(val)-1]
+				if bytes.IndexByte(raw, '\\') < 0 {
+					f.Method = string(raw)
+				} else {
+					_ = json.Unmarshal(val, &f.Method)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Frame{}, err
+	}
+	switch {
+	case hasMethod && f.ID != nil:
+		f.Kind = FrameRequest
+	case hasMethod:
+		f.Kind = FrameNotification
+	case f.ID != nil:
+		f.Kind = FrameResponse
+	default:
+		f.Kind = FrameOther
+	}
+	return f, nil
+}
+
+// eachMember calls fn with each top-level key (unescaped) and raw value of
+// the JSON object b, which must be valid JSON, in order; it stops at fn's
+// first error and returns it. It returns ErrNotObject when b is not an
+// object. ParseFrame and the session-id lookup both walk objects with it,
+// so a key is read the same way everywhere.
+func eachMember(b []byte, fn func(key, val []byte) error) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return ErrNotObject
+	}
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] != '}' {
 		if b[i] == ',' {
@@ -134,42 +182,12 @@ func peekValid(b []byte) (Frame, error) {
 		i = skipSpace(b, keyEnd)
 		i = skipSpace(b, i+1) // the colon
 		valEnd := skipValue(b, i)
-		if k := rpcKeyIndex(key); k >= 0 {
-			if seen&(1<<k) != 0 {
-				return Frame{}, &AmbiguousKeyError{Key: string(key), Duplicate: true}
-			}
-			seen |= 1 << k
-		} else if len(key) <= 4*len("jsonrpc") && foldsToRPCKey(key) {
-			return Frame{}, &AmbiguousKeyError{Key: string(key)}
-		}
-		switch string(key) {
-		case "id":
-			f.ID = b[i:valEnd]
-		case "method":
-			hasMethod = true
-			f.Method = ""
-			if b[i] == '"' {
-				raw := b[i+1 : valEnd-1]
-				if bytes.IndexByte(raw, '\\') < 0 {
-					f.Method = string(raw)
-				} else {
-					_ = json.Unmarshal(b[i:valEnd], &f.Method)
-				}
-			}
+		if err := fn(key, b[i:valEnd]); err != nil {
+			return err
 		}
 		i = skipSpace(b, valEnd)
 	}
-	switch {
-	case hasMethod && f.ID != nil:
-		f.Kind = FrameRequest
-	case hasMethod:
-		f.Kind = FrameNotification
-	case f.ID != nil:
-		f.Kind = FrameResponse
-	default:
-		f.Kind = FrameOther
-	}
-	return f, nil
+	return nil
 }
 
 // rpcKeyIndex is the index of key in rpcKeys, or -1.

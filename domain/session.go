@@ -36,32 +36,15 @@ func SessionID(b []byte) (string, bool) {
 // member returns the raw value of the last top-level key name of the JSON
 // object b (valid JSON), or false when b is not an object or lacks the key.
 func member(b []byte, name string) ([]byte, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, false
-	}
 	var found []byte
 	ok := false
-	i = skipSpace(b, i+1)
-	for i < len(b) && b[i] != '}' {
-		if b[i] == ',' {
-			i = skipSpace(b, i+1)
-			continue
+	if eachMember(b, func(key, val []byte) error {
+		if string(key) == name {
+			found, ok = val, true
 		}
-		keyEnd := skipString(b, i)
-		key := b[i+1 : keyEnd-1]
-		match := string(key) == name
-		if !match && bytes.IndexByte(key, '\\') >= 0 {
-			var s string
-			match = json.Unmarshal(b[i:keyEnd], &s) == nil && s == name
-		}
-		i = skipSpace(b, keyEnd)
-		i = skipSpace(b, i+1) // the colon
-		valEnd := skipValue(b, i)
-		if match {
-			found, ok = b[i:valEnd], true
-		}
-		i = skipSpace(b, valEnd)
+		return nil
+	}) != nil {
+		return nil, false
 	}
 	return found, ok
 }
