@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -222,76 +221,6 @@ func acpPostBody(r *http.Request, limit int64, budget *inflight) ([]byte, int64,
 		return nil, 0, domain.NotAcceptable("this endpoint only produces application/json")
 	}
 	return readCharged(r, limit, budget)
-}
-
-// readLimited reads a whole request body of at most limit bytes.
-func readLimited(r *http.Request, limit int64) ([]byte, error) {
-	b, _, err := readCharged(r, limit, nil)
-	return b, err
-}
-
-// readCharged reads a whole request body of at most limit bytes, charging
-// the buffer's capacity to budget (when not nil) as it grows, before the
-// bytes are read: 503 overloaded once the budget is spent. It returns the
-// amount charged, also on error.
-//
-// The buffer starts small and doubles, up to the declared length, so a
-// client is charged for what it has sent (within a factor of two), never
-// for what it only announced: a Content-Length with no body behind it
-// cannot spend the budget.
-func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
-	if r.ContentLength > limit {
-		return nil, 0, tooLarge(limit)
-	}
-	// Most ACP messages fit the first buffer; 16 KiB on each of --max-conns
-	// stalled connections is a quarter of the default budget. A body of
-	// unknown length starts smaller.
-	ceiling, first := limit+1, int64(512) // ceiling: the most ever needed
-	if r.ContentLength >= 0 {
-		ceiling, first = r.ContentLength+1, 16<<10
-	}
-	var charged int64
-	grow := func(buf []byte) ([]byte, error) {
-		size := min(max(2*int64(cap(buf)), first), ceiling)
-		if budget != nil {
-			if !budget.take(size - int64(cap(buf))) {
-				return buf, budget.overloaded()
-			}
-			charged += size - int64(cap(buf))
-		}
-		nb := make([]byte, len(buf), size)
-		copy(nb, buf)
-		return nb, nil
-	}
-	var buf []byte
-	lr := io.LimitReader(r.Body, limit+1)
-	for {
-		if len(buf) == cap(buf) {
-			var err error
-			if buf, err = grow(buf); err != nil {
-				return nil, charged, err
-			}
-		}
-		n, err := lr.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if _, ok := domain.AsError(err); ok {
-				return nil, charged, err // keeps a status override (408)
-			}
-			return nil, charged, invalid("reading request body: %v", err)
-		}
-	}
-	if int64(len(buf)) > limit {
-		return nil, charged, tooLarge(limit)
-	}
-	return buf, charged, nil
-}
-
-func tooLarge(limit int64) error {
-	return domain.PayloadTooLarge(limit)
 }
 
 // rawResponse answers 200 with the agent's bytes, or 202 with no body.

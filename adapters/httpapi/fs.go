@@ -287,39 +287,6 @@ func requiredInDocument(api huma.API, name string, paths ...string) {
 	}
 }
 
-// limitBody returns the request body, bounded by limit bytes when limit is
-// positive: a declared length over it is refused at once, and a body that
-// grows past it fails the read with payload_too_large.
-func limitBody(r *http.Request, limit int64) (io.Reader, error) {
-	if limit <= 0 {
-		return r.Body, nil
-	}
-	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
-	}
-	return &limitedBody{r: r.Body, left: limit, limit: limit}, nil
-}
-
-type limitedBody struct {
-	r           io.Reader
-	left, limit int64
-}
-
-func (l *limitedBody) Read(p []byte) (int, error) {
-	if l.left < 0 {
-		return 0, tooLarge(l.limit)
-	}
-	if int64(len(p)) > l.left+1 {
-		p = p[:l.left+1]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		return n, tooLarge(l.limit)
-	}
-	return n, err
-}
-
 // satisfiable parses a "bytes=" Range header against a file of size
 // bytes and returns the header with only the ranges that overlap the file
 // (RFC 9110 section 14.1.1: a suffix of length 0, or a first byte at or

@@ -5,9 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
-	"sync"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -74,33 +71,15 @@ func readTokenFile(path string) ([]string, error) {
 }
 
 func reloadTokensOnHUP(file string, tokens *authz.Tokens, log *slog.Logger) func() {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				list, err := readTokenFile(file)
-				if err != nil {
-					log.Error("reloading the token file failed; keeping the previous tokens", "err", err)
-					continue
-				}
-				tokens.Set(list)
-				log.Info("token file reloaded", "tokens", len(list))
-			}
+	return onSIGHUP(func() {
+		list, err := readTokenFile(file)
+		if err != nil {
+			log.Error("reloading the token file failed; keeping the previous tokens", "err", err)
+			return
 		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		close(done)
-		wg.Wait()
-	}
+		tokens.Set(list)
+		log.Info("token file reloaded", "tokens", len(list))
+	})
 }
 
 // isLoopback reports whether a listener only accepts local connections.

@@ -6,11 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -103,26 +100,9 @@ func startPolicies(ctx context.Context, pf policyFlags, log *slog.Logger) (authz
 	log.Info("auth policies loaded", "policies", policyNames(set))
 	current := wasmpolicy.NewReloadable(set)
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				reloadPolicies(ctx, host, current, pf, log)
-			}
-		}
-	}()
+	stopHUP := onSIGHUP(func() { reloadPolicies(ctx, host, current, pf, log) })
 	stop = func() {
-		signal.Stop(hup)
-		close(done)
-		wg.Wait()
+		stopHUP()
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = current.Close(cctx)

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// Request bodies are bounded in one place: limitBody is the one limiter
+// (a declared length over the limit is refused at once, a body that grows
+// past it fails the read with 413), used as a stream by the file uploads
+// and read whole by readCharged for ACP POSTs and config documents.
+
+// limitBody returns the request body, bounded by limit bytes when limit is
+// positive: a declared length over it is refused at once, and a body that
+// grows past it fails the read with payload_too_large.
+func limitBody(r *http.Request, limit int64) (io.Reader, error) {
+	if limit <= 0 {
+		return r.Body, nil
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	return &limitedBody{r: r.Body, left: limit, limit: limit}, nil
+}
+
+type limitedBody struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, tooLarge(l.limit)
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, tooLarge(l.limit)
+	}
+	return n, err
+}
+
+// readLimited reads a whole request body of at most limit bytes.
+func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	b, _, err := readCharged(r, limit, nil)
+	return b, err
+}
+
+// readCharged reads a whole request body of at most limit bytes (limit > 0:
+// every caller has one) through limitBody, charging the buffer's capacity
+// to budget (when not nil) as it grows, before the bytes are read: 503
+// overloaded once the budget is spent. It returns the amount charged, also
+// on error.
+//
+// The buffer starts small and doubles, up to the declared length, so a
+// client is charged for what it has sent (within a factor of two), never
+// for what it only announced: a Content-Length with no body behind it
+// cannot spend the budget.
+func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
+	body, err := limitBody(r, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Most ACP messages fit the first buffer; 16 KiB on each of --max-conns
+	// stalled connections is a quarter of the default budget. A body of
+	// unknown length starts smaller.
+	ceiling, first := limit+1, int64(512) // ceiling: the most ever needed
+	if r.ContentLength >= 0 {
+		ceiling, first = r.ContentLength+1, 16<<10
+	}
+	var charged int64
+	grow := func(buf []byte) ([]byte, error) {
+		size := min(max(2*int64(cap(buf)), first), ceiling)
+		if budget != nil {
+			if !budget.take(size - int64(cap(buf))) {
+				return buf, budget.overloaded()
+			}
+			charged += size - int64(cap(buf))
+		}
+		nb := make([]byte, len(buf), size)
+		copy(nb, buf)
+		return nb, nil
+	}
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			var err error
+			if buf, err = grow(buf); err != nil {
+				return nil, charged, err
+			}
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if _, ok := domain.AsError(err); ok {
+				return nil, charged, err // 413 past limit; keeps a status override (408)
+			}
+			return nil, charged, invalid("reading request body: %v", err)
+		}
+	}
+	return buf, charged, nil
+}
+
+func tooLarge(limit int64) error {
+	return domain.PayloadTooLarge(limit)
+}
