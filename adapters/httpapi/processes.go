@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -356,17 +355,11 @@ func hctxWriter(hctx huma.Context) http.ResponseWriter {
 // timeout. Like streamSSE, it clears the server's write deadline and sets
 // one per write round instead.
 func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, cfg *Config) {
-	rc := http.NewResponseController(w)
-	defer rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort for keep-alive reuse
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	rc, bw, ok := startSSE(w)
+	defer clearDeadline(rc)
+	if !ok {
 		return
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
 	var num []byte
 	enc := json.NewEncoder(bw)
 	for {

@@ -1,0 +1,34 @@
+package httpapi
+
+import (
+	"bufio"
+	"net/http"
+	"time"
+)
+
+// startSSE answers 200 with the event-stream headers and flushes them, so
+// the client sees the stream open before the first event. It returns the
+// controller the caller sets a write deadline on per write round (server
+// write timeouts must not cut streams), a buffered writer over w, and
+// false when the client is already gone. The caller defers clearDeadline.
+//
+// Shared by the SSE writers; streamSSE (sse.go) still opens its stream
+// itself and can call this too.
+func startSSE(w http.ResponseWriter) (*http.ResponseController, *bufio.Writer, bool) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return rc, nil, false
+	}
+	return rc, bufio.NewWriterSize(w, 64<<10), true
+}
+
+// clearDeadline drops a stream's write deadline when it ends, best effort,
+// so a keep-alive connection is reused without one.
+func clearDeadline(rc *http.ResponseController) {
+	_ = rc.SetWriteDeadline(time.Time{})
+}
