@@ -398,6 +398,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"app/internal/exits", mod + "/app/processes", true, false},
 		{"app/internal/exits", "os/exec", false, false},
 		{"app/internal/exits", mod + "/domain", false, true},
+		{"app/acp", mod + "/app/internal/seqring", false, true},
+		{"app/internal/seqring", mod + "/app/internal/exits", false, true},
 		{"app/acp", mod + "/extensions/wasmpolicy", false, false},
 		{"adapters/process", mod + "/app", false, false},
 		{"adapters/process", mod + "/app/acp", false, false},

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 )
 
 // eventOverhead is what one buffered event is charged on top of its payload:
@@ -39,13 +41,10 @@ type Event struct {
 // it; a reader that comes later, or was behind, gets a gap.
 type EventLog struct {
 	mu      sync.Mutex
-	ring    []Event // ring[head:] are the buffered events, oldest first
-	head    int
-	bytes   int64
-	size    atomic.Int64 // bytes, readable without mu (by the replay pool)
+	ring    seqring.Ring[Event] // the buffered events, oldest first
+	size    atomic.Int64        // ring.Bytes(), readable without mu (by the replay pool)
 	max     int64
 	pool    *replayPool   // nil for a log with no shared budget
-	next    uint64        // sequence number of the next event
 	wake    chan struct{} // closed on append or close; nil when nobody waits
 	closed  bool
 	cursors map[*Cursor]struct{}
@@ -55,8 +54,10 @@ type EventLog struct {
 
 // NewEventLog returns a log that keeps at most maxBytes of recent events.
 func NewEventLog(maxBytes int64) *EventLog {
-	return &EventLog{max: maxBytes, next: 1, cursors: map[*Cursor]struct{}{}}
+	return &EventLog{max: maxBytes, ring: seqring.New(eventCost), cursors: map[*Cursor]struct{}{}}
 }
+
+func eventCost(e *Event) int64 { return int64(len(e.Data)) + eventOverhead }
 
 // Append adds data as the next event and wakes every waiting reader. It
 // never blocks on readers. It returns the event's sequence number.
@@ -65,56 +66,29 @@ func (l *EventLog) Append(data []byte) uint64 { return l.AppendTo(data, "") }
 // AppendTo is Append for an event routed to a stream (see Event.Stream).
 func (l *EventLog) AppendTo(data []byte, stream string) uint64 {
 	l.mu.Lock()
-	before := l.bytes
-	seq := l.next
-	l.next++
+	before := l.ring.Bytes()
+	seq := l.ring.Next()
 	ev := Event{Seq: seq, Data: data, Stream: stream}
-	if cost := int64(len(data)) + eventOverhead; cost > l.max {
-		// Too big for replay: straight to the readers there are now.
-		l.evictLocked(len(l.ring) - l.head)
+	if eventCost(&ev) > l.max {
+		// Too big for replay: straight to the readers there are now; every
+		// older event leaves with it.
+		l.ring.Skip()
 		for c := range l.cursors {
 			c.held = &ev
 		}
 	} else {
-		l.ring = append(l.ring, ev)
-		l.bytes += cost
-		n := 0
-		for b := l.bytes; b > l.max; n++ {
-			b -= int64(len(l.ring[l.head+n].Data)) + eventOverhead
-		}
-		l.evictLocked(n)
+		l.ring.Push(ev)
+		l.ring.Trim(l.max, 0)
 	}
+	l.size.Store(l.ring.Bytes())
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
 	}
-	delta := l.bytes - before
+	delta := l.ring.Bytes() - before
 	l.mu.Unlock()
 	l.pool.add(delta)
 	return seq
-}
-
-// evictLocked drops the n oldest buffered events. Readers positioned on
-// them get a gap on their next Read.
-func (l *EventLog) evictLocked(n int) {
-	for ; n > 0; n-- {
-		old := &l.ring[l.head]
-		l.bytes -= int64(len(old.Data)) + eventOverhead
-		*old = Event{}
-		l.head++
-	}
-	if l.head == len(l.ring) {
-		clear(l.ring)
-		l.ring, l.head = l.ring[:0], 0
-	}
-	// Compact the ring once the dead prefix dominates: amortised O(1).
-	if l.head > 1024 && l.head > len(l.ring)/2 {
-		n := copy(l.ring, l.ring[l.head:])
-		clear(l.ring[n:])
-		l.ring = l.ring[:n]
-		l.head = 0
-	}
-	l.size.Store(l.bytes)
 }
 
 // evictFor drops the oldest events until at least want bytes are freed or
@@ -122,22 +96,18 @@ func (l *EventLog) evictLocked(n int) {
 func (l *EventLog) evictFor(want int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	before := l.bytes
-	n := 0
-	for freed := int64(0); freed < want && l.head+n < len(l.ring); n++ {
-		freed += int64(len(l.ring[l.head+n].Data)) + eventOverhead
-	}
-	l.evictLocked(n)
-	return before - l.bytes
+	freed := l.ring.Free(want)
+	l.size.Store(l.ring.Bytes())
+	return freed
 }
 
 // Release drops every buffered event and leaves the shared budget: the log
 // of an instance that is forgotten. Readers still open get a gap.
 func (l *EventLog) Release() {
 	l.mu.Lock()
-	freed := l.bytes
-	l.evictLocked(len(l.ring) - l.head)
-	l.ring = nil
+	freed := l.ring.Bytes()
+	l.ring.Reset()
+	l.size.Store(0)
 	l.mu.Unlock()
 	l.pool.remove(l, freed)
 }
@@ -172,9 +142,9 @@ func (l *EventLog) Stats() LogStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return LogStats{
-		LastEventID: l.next - 1,
-		Events:      len(l.ring) - l.head,
-		Bytes:       l.bytes,
+		LastEventID: l.ring.Next() - 1,
+		Events:      l.ring.Len(),
+		Bytes:       l.ring.Bytes(),
 		Readers:     len(l.cursors),
 		Gaps:        l.gaps.Load(),
 	}
@@ -201,22 +171,15 @@ func (l *EventLog) Subscribe(after *uint64) *Cursor {
 	c := &Cursor{log: l}
 	switch {
 	case after == nil:
-		c.next = l.oldestLocked()
-	case *after >= l.next:
-		c.next = l.next
+		c.next = l.ring.Oldest()
+	case *after >= l.ring.Next():
+		c.next = l.ring.Next()
 	default:
 		c.next = *after + 1
 	}
 	c.flushed.Store(c.next - 1)
 	l.cursors[c] = struct{}{}
 	return c
-}
-
-func (l *EventLog) oldestLocked() uint64 {
-	if len(l.ring) > l.head {
-		return l.ring[l.head].Seq
-	}
-	return l.next
 }
 
 // Gap says the reader's position was evicted: events LastEventID+1 up to
@@ -259,18 +222,15 @@ func (c *Cursor) Read(ctx context.Context, buf []Event, max int, idle time.Durat
 				return append(buf, *h), nil, nil
 			}
 		}
-		if oldest := l.oldestLocked(); c.next < oldest {
+		if oldest := l.ring.Oldest(); c.next < oldest {
 			g := &Gap{LastEventID: c.next - 1, OldestAvailable: oldest}
 			c.next = oldest
 			l.mu.Unlock()
 			l.gaps.Add(1)
 			return buf, g, nil
 		}
-		if c.next < l.next {
-			i := l.head + int(c.next-l.ring[l.head].Seq)
-			for ; i < len(l.ring) && len(buf) < max; i++ {
-				buf = append(buf, l.ring[i])
-			}
+		if c.next < l.ring.Next() {
+			buf = l.ring.AppendFrom(buf, c.next, max)
 			c.next = buf[len(buf)-1].Seq + 1
 			l.mu.Unlock()
 			return buf, nil, nil

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -21,45 +22,32 @@ const chunkOverhead = 64
 // per-reader state here, so appending never waits for a reader, and a
 // reader that falls behind the budget learns of it through a gap.
 //
-// The same idea as the ACP replay buffer (app/acp), without its flush
-// barrier, which a process's output does not need.
+// The same storage as the ACP replay buffer (app/acp), app/internal/seqring,
+// without its flush barrier, which a process's output does not need.
 type outputLog struct {
 	mu     sync.Mutex
-	ring   []Chunk // ring[head:] are kept, oldest first
-	head   int
-	bytes  int64
+	ring   seqring.Ring[Chunk]
 	max    int64
-	next   uint64        // sequence of the next chunk
 	wake   chan struct{} // closed on append or close; nil when nobody waits
 	closed bool
 	gaps   atomic.Uint64
 }
 
 func newOutputLog(maxBytes int64) *outputLog {
-	return &outputLog{max: maxBytes, next: 1}
+	return &outputLog{max: maxBytes, ring: seqring.New(chunkCost)}
+}
+
+func chunkCost(c *Chunk) int64 {
+	return int64(len(c.Data)) + chunkOverhead
 }
 
 // append adds c (its Seq is assigned) and wakes readers. Chunks are
 // immutable once appended; readers share them.
 func (l *outputLog) append(c Chunk) {
 	l.mu.Lock()
-	c.Seq = l.next
-	l.next++
-	l.ring = append(l.ring, c)
-	l.bytes += int64(len(c.Data)) + chunkOverhead
-	for l.bytes > l.max && len(l.ring)-l.head > 1 {
-		old := &l.ring[l.head]
-		l.bytes -= int64(len(old.Data)) + chunkOverhead
-		*old = Chunk{}
-		l.head++
-	}
-	// Compact once the dead prefix dominates: amortised O(1) per append.
-	if l.head > 1024 && l.head > len(l.ring)/2 {
-		n := copy(l.ring, l.ring[l.head:])
-		clear(l.ring[n:])
-		l.ring = l.ring[:n]
-		l.head = 0
-	}
+	c.Seq = l.ring.Next()
+	l.ring.Push(c)
+	l.ring.Trim(l.max, 1) // the newest chunk stays, even over the budget
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
@@ -81,7 +69,7 @@ func (l *outputLog) close() {
 func (l *outputLog) size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bytes
+	return l.ring.Bytes()
 }
 
 // errLogClosed is returned once the log is closed.
@@ -97,19 +85,13 @@ func (l *outputLog) read(after uint64, buf []Chunk, max int) ([]Chunk, *domain.P
 	if l.closed {
 		return buf, nil, nil, errLogClosed
 	}
-	oldest := l.next
-	if len(l.ring) > l.head {
-		oldest = l.ring[l.head].Seq
-	}
+	oldest := l.ring.Oldest()
 	if after+1 < oldest {
 		l.gaps.Add(1)
 		return buf, &domain.ProcessLogGap{LastSequence: after, OldestAvailable: oldest}, nil, nil
 	}
-	if after+1 < l.next {
-		for i := l.head + int(after+1-oldest); i < len(l.ring) && len(buf) < max; i++ {
-			buf = append(buf, l.ring[i])
-		}
-		return buf, nil, nil, nil
+	if after+1 < l.ring.Next() {
+		return l.ring.AppendFrom(buf, after+1, max), nil, nil, nil
 	}
 	if l.wake == nil {
 		l.wake = make(chan struct{})
@@ -121,10 +103,7 @@ func (l *outputLog) read(after uint64, buf []Chunk, max int) ([]Chunk, *domain.P
 func (l *outputLog) start() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.ring) > l.head {
-		return l.ring[l.head].Seq - 1
-	}
-	return l.next - 1
+	return l.ring.Oldest() - 1
 }
 
 // cursor is one reader's position in a log; owned by one goroutine.
@@ -140,7 +119,7 @@ func (l *outputLog) cursorAfter(after *uint64) *cursor {
 	c := &cursor{log: l, after: l.start()}
 	if after != nil {
 		l.mu.Lock()
-		c.after = min(*after, l.next-1)
+		c.after = min(*after, l.ring.Next()-1)
 		l.mu.Unlock()
 	}
 	return c
