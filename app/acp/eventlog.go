@@ -44,11 +44,11 @@ type EventLog struct {
 	ring    seqring.Ring[Event] // the buffered events, oldest first
 	size    atomic.Int64        // ring.Bytes(), readable without mu (by the replay pool)
 	max     int64
-	pool    *replayPool   // nil for a log with no shared budget
-	wake    chan struct{} // closed on append or close; nil when nobody waits
+	pool    *replayPool  // nil for a log with no shared budget
+	wake    seqring.Wake // on append or close
 	closed  bool
 	cursors map[*Cursor]struct{}
-	ackWake chan struct{} // closed on a cursor's ack; nil when nobody waits
+	ackWake seqring.Wake // on a cursor's ack or close
 	gaps    atomic.Uint64
 }
 
@@ -81,10 +81,7 @@ func (l *EventLog) AppendTo(data []byte, stream string) uint64 {
 		l.ring.Trim(l.max, 0)
 	}
 	l.size.Store(l.ring.Bytes())
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
-	}
+	l.wake.Notify()
 	delta := l.ring.Bytes() - before
 	l.mu.Unlock()
 	l.pool.add(delta)
@@ -117,14 +114,8 @@ func (l *EventLog) Release() {
 func (l *EventLog) Close() {
 	l.mu.Lock()
 	l.closed = true
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
-	}
-	if l.ackWake != nil {
-		close(l.ackWake)
-		l.ackWake = nil
-	}
+	l.wake.Notify()
+	l.ackWake.Notify()
 	l.mu.Unlock()
 }
 
@@ -235,10 +226,7 @@ func (c *Cursor) Read(ctx context.Context, buf []Event, max int, idle time.Durat
 			l.mu.Unlock()
 			return buf, nil, nil
 		}
-		if l.wake == nil {
-			l.wake = make(chan struct{})
-		}
-		wake := l.wake
+		wake := l.wake.C()
 		l.mu.Unlock()
 
 		if timer == nil {
@@ -261,10 +249,7 @@ func (c *Cursor) Ack(seq uint64) {
 	c.flushed.Store(seq)
 	l := c.log
 	l.mu.Lock()
-	if l.ackWake != nil {
-		close(l.ackWake)
-		l.ackWake = nil
-	}
+	l.ackWake.Notify()
 	l.mu.Unlock()
 }
 
@@ -277,10 +262,7 @@ func (c *Cursor) Close() {
 	l.mu.Lock()
 	delete(l.cursors, c)
 	c.held = nil
-	if l.ackWake != nil {
-		close(l.ackWake)
-		l.ackWake = nil
-	}
+	l.ackWake.Notify()
 	l.mu.Unlock()
 }
 
@@ -314,10 +296,7 @@ func (l *EventLog) WaitFlushed(ctx context.Context, seq uint64, timeout time.Dur
 			l.mu.Unlock()
 			return true
 		}
-		if l.ackWake == nil {
-			l.ackWake = make(chan struct{})
-		}
-		wake := l.ackWake
+		wake := l.ackWake.C()
 		l.mu.Unlock()
 		select {
 		case <-wake:

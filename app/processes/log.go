@@ -28,7 +28,7 @@ type outputLog struct {
 	mu     sync.Mutex
 	ring   seqring.Ring[Chunk]
 	max    int64
-	wake   chan struct{} // closed on append or close; nil when nobody waits
+	wake   seqring.Wake // on append or close
 	closed bool
 	gaps   atomic.Uint64
 }
@@ -48,10 +48,7 @@ func (l *outputLog) append(c Chunk) {
 	c.Seq = l.ring.Next()
 	l.ring.Push(c)
 	l.ring.Trim(l.max, 1) // the newest chunk stays, even over the budget
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
-	}
+	l.wake.Notify()
 	l.mu.Unlock()
 }
 
@@ -59,10 +56,7 @@ func (l *outputLog) append(c Chunk) {
 func (l *outputLog) close() {
 	l.mu.Lock()
 	l.closed = true
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
-	}
+	l.wake.Notify()
 	l.mu.Unlock()
 }
 
@@ -93,10 +87,7 @@ func (l *outputLog) read(after uint64, buf []Chunk, max int) ([]Chunk, *domain.P
 	if after+1 < l.ring.Next() {
 		return l.ring.AppendFrom(buf, after+1, max), nil, nil, nil
 	}
-	if l.wake == nil {
-		l.wake = make(chan struct{})
-	}
-	return buf, nil, l.wake, nil
+	return buf, nil, l.wake.C(), nil
 }
 
 // start is the sequence a reader without a position starts after.

@@ -77,3 +77,25 @@ func TestRingCompacts(t *testing.T) {
 		t.Fatalf("kept %v", seqs(got))
 	}
 }
+
+func TestWakeNotifiesEveryWaiterOnce(t *testing.T) {
+	var w Wake
+	w.Notify() // nobody waits: nothing to close
+	a, b := w.C(), w.C()
+	if a != b {
+		t.Fatal("two waiters before a Notify got different channels")
+	}
+	select {
+	case <-a:
+		t.Fatal("closed before Notify")
+	default:
+	}
+	w.Notify()
+	<-a
+	<-b
+	select {
+	case <-w.C():
+		t.Fatal("a new wait is already closed")
+	default:
+	}
+}
