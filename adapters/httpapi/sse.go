@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"strconv"
@@ -28,17 +27,11 @@ type eventSource interface {
 // than the stream write timeout. Server write timeouts must not cut streams,
 // so the deadline is cleared here and set per write round instead.
 func streamSSE(ctx context.Context, w http.ResponseWriter, cur eventSource, cfg *Config) {
-	rc := http.NewResponseController(w)
-	defer rc.SetWriteDeadline(time.Time{}) //nolint:errcheck // best effort for keep-alive reuse
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	rc, bw, ok := startSSE(w)
+	defer clearDeadline(rc)
+	if !ok {
 		return
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
 	events := make([]acp.Event, 0, sseBatch)
 	var num []byte
 	for {

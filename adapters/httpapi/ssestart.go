@@ -12,8 +12,7 @@ import (
 // write timeouts must not cut streams), a buffered writer over w, and
 // false when the client is already gone. The caller defers clearDeadline.
 //
-// Shared by the SSE writers; streamSSE (sse.go) still opens its stream
-// itself and can call this too.
+// Shared by the SSE writers: ACP streams (sse.go) and process logs.
 func startSSE(w http.ResponseWriter) (*http.ResponseController, *bufio.Writer, bool) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
