@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 const initMsg = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
@@ -33,8 +35,8 @@ func parseProblem(t *testing.T, b []byte) problem {
 
 // TestACPChecks walks the checks of api.md 4.1 and 4.3 in their order.
 func TestACPChecks(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--max-acp-body", "1024"}, Env: []string{"SANDBOX_AGENT_REQUIRE_PREINSTALL=1"}})
-	if st, b := d.post("/v1/acp/a?agent=mock", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: []string{"--max-acp-body", "1024"}, Env: []string{"SANDBOX_AGENT_REQUIRE_PREINSTALL=1"}})
+	if st, b := d.Post("/v1/acp/a?agent=mock", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
 	cases := []struct {
@@ -59,7 +61,7 @@ func TestACPChecks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, h, b := d.do("POST", c.path, []byte(c.body), c.headers...)
+			st, h, b := d.Do("POST", c.path, []byte(c.body), c.headers...)
 			if st != c.status {
 				t.Fatalf("status %d, want %d: %s", st, c.status, b)
 			}
@@ -75,33 +77,33 @@ func TestACPChecks(t *testing.T) {
 			}
 		})
 	}
-	if got := d.servers(); len(got) != 1 {
+	if got := d.Servers(); len(got) != 1 {
 		t.Errorf("failed bootstraps registered instances: %+v", got)
 	}
 
 	t.Run("stream checks", func(t *testing.T) {
-		st, _, b := d.do("GET", "/v1/acp/a", nil, "Accept", "application/json")
+		st, _, b := d.Do("GET", "/v1/acp/a", nil, "Accept", "application/json")
 		if st != 406 {
 			t.Errorf("accept json: %d %s", st, b)
 		}
-		st, _, b = d.do("GET", "/v1/acp/nope", nil, "Last-Event-ID", "x")
+		st, _, b = d.Do("GET", "/v1/acp/nope", nil, "Last-Event-ID", "x")
 		if p := parseProblem(t, b); st != 400 || p.Detail != "invalid request: Last-Event-ID must be a positive integer" {
 			t.Errorf("bad Last-Event-ID checked before lookup: %d %s", st, b)
 		}
-		st, _, b = d.do("GET", "/v1/acp/nope", nil)
+		st, _, b = d.Do("GET", "/v1/acp/nope", nil)
 		if p := parseProblem(t, b); st != 404 || p.SessionID != "nope" || p.Type != "urn:sandbox-agent:error:session_not_found" {
 			t.Errorf("unknown id: %d %s", st, b)
 		}
-		s := d.stream("/v1/acp/a", "Accept", "text/*") // fails the test unless 200
+		s := d.Stream("/v1/acp/a", "Accept", "text/*") // fails the test unless 200
 		s.Close()
 	})
 	t.Run("delete idempotent", func(t *testing.T) {
 		for _, id := range []string{"a", "a", "never-existed"} {
-			if st, _, b := d.do("DELETE", "/v1/acp/"+id, nil); st != 204 || len(b) != 0 {
+			if st, _, b := d.Do("DELETE", "/v1/acp/"+id, nil); st != 204 || len(b) != 0 {
 				t.Errorf("DELETE %s: %d %q", id, st, b)
 			}
 		}
-		if st, b := d.post("/v1/acp/a?agent=mock", initMsg); st != 200 {
+		if st, b := d.Post("/v1/acp/a?agent=mock", initMsg); st != 200 {
 			t.Errorf("id not free after DELETE: %d %s", st, b)
 		}
 	})
@@ -110,7 +112,7 @@ func TestACPChecks(t *testing.T) {
 // TestACPClassification: requests wait for their answer; everything else
 // is written and answered 202.
 func TestACPClassification(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t)})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	cases := []struct {
 		name, body string
 		status     int
@@ -126,7 +128,7 @@ func TestACPClassification(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, b := d.post("/v1/acp/cls?agent=test", c.body)
+			st, b := d.Post("/v1/acp/cls?agent=test", c.body)
 			if st != c.status || string(b) != c.want {
 				t.Fatalf("got %d %q, want %d %q", st, b, c.status, c.want)
 			}
@@ -137,12 +139,12 @@ func TestACPClassification(t *testing.T) {
 // TestACPByteForByte sends 10 MiB messages both ways and checks they arrive
 // unchanged, and that a pretty-printed body is compacted to one line.
 func TestACPByteForByte(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t)})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	blob := strings.Repeat("0123456789abcdef", (10<<20)/16)
 
 	t.Run("10 MiB request", func(t *testing.T) {
 		body := `{"jsonrpc":"2.0","id":"big","method":"hash","params":{"blob":"` + blob + `","u":"\u00e9\n"}}`
-		st, b := d.post("/v1/acp/bytes?agent=test", body)
+		st, b := d.Post("/v1/acp/bytes?agent=test", body)
 		sum := sha256.Sum256([]byte(body))
 		want := fmt.Sprintf(`{"jsonrpc":"2.0","id":"big","result":{"bytes":%d,"sha256":"%s"}}`, len(body), hex.EncodeToString(sum[:]))
 		if st != 200 || string(b) != want {
@@ -150,24 +152,24 @@ func TestACPByteForByte(t *testing.T) {
 		}
 	})
 	t.Run("10 MiB notification echoed on the stream", func(t *testing.T) {
-		s := d.stream("/v1/acp/bytes")
+		s := d.Stream("/v1/acp/bytes")
 		for { // skip what the previous subtest left in the buffer
-			if ev := s.nextWithin(t, 10*time.Second); strings.Contains(ev.Data, `"id":"big"`) {
+			if ev := s.NextWithin(t, 10*time.Second); strings.Contains(ev.Data, `"id":"big"`) {
 				break
 			}
 		}
 		body := `{"jsonrpc":"2.0","method":"echo","params":{"blob":"` + blob + `"}}`
-		if st, b := d.post("/v1/acp/bytes", body); st != 202 {
+		if st, b := d.Post("/v1/acp/bytes", body); st != 202 {
 			t.Fatalf("post: %d %s", st, b)
 		}
-		ev := s.nextWithin(t, 20*time.Second)
+		ev := s.NextWithin(t, 20*time.Second)
 		if ev.Data != body {
 			t.Fatalf("echo differs: got %d bytes, want %d", len(ev.Data), len(body))
 		}
 	})
 	t.Run("multi-line body is compacted", func(t *testing.T) {
 		body := "{\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 3,\n  \"method\": \"hash\"\n}"
-		st, b := d.post("/v1/acp/bytes", body)
+		st, b := d.Post("/v1/acp/bytes", body)
 		compact := `{"jsonrpc":"2.0","id":3,"method":"hash"}`
 		sum := sha256.Sum256([]byte(compact))
 		if st != 200 || !strings.Contains(string(b), hex.EncodeToString(sum[:])) {
@@ -179,8 +181,8 @@ func TestACPByteForByte(t *testing.T) {
 // TestACPSameIDs: 7 and "7" are different ids and may be in flight
 // together; a second in-flight 7 is a conflict instead of a hang.
 func TestACPSameIDs(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t)})
-	if st, b := d.post("/v1/acp/ids?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
+	if st, b := d.Post("/v1/acp/ids?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
 	var wg sync.WaitGroup
@@ -189,16 +191,16 @@ func TestACPSameIDs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, b := d.post("/v1/acp/ids", `{"jsonrpc":"2.0","id":`+id+`,"method":"slow","params":{"delayMs":800}}`)
+			st, b := d.Post("/v1/acp/ids", `{"jsonrpc":"2.0","id":`+id+`,"method":"slow","params":{"delayMs":800}}`)
 			results[i] = fmt.Sprintf("%d %s", st, b)
 		}()
 	}
 	// While both are pending, a duplicate 7 conflicts.
 	deadline := time.Now().Add(5 * time.Second)
-	for d.server("ids").PendingRequests < 2 && time.Now().Before(deadline) {
+	for d.Server("ids").PendingRequests < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	st, b := d.post("/v1/acp/ids", `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
+	st, b := d.Post("/v1/acp/ids", `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
 	if p := parseProblem(t, b); st != 409 || p.Type != "urn:sandbox-agent:error:conflict" {
 		t.Errorf("duplicate in-flight id: %d %s", st, b)
 	}
@@ -212,23 +214,23 @@ func TestACPSameIDs(t *testing.T) {
 // TestACPTimeoutKeepsLateResponse: a request that times out answers 504 and
 // its late response still reaches the stream.
 func TestACPTimeoutKeepsLateResponse(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t), Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=200"}})
-	if st, b := d.post("/v1/acp/to?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t), Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=200"}})
+	if st, b := d.Post("/v1/acp/to?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
-	s := d.stream("/v1/acp/to")
-	s.nextWithin(t, 5*time.Second) // the initialize response
-	st, b := d.post("/v1/acp/to", `{"jsonrpc":"2.0","id":"late","method":"slow","params":{"delayMs":700}}`)
+	s := d.Stream("/v1/acp/to")
+	s.NextWithin(t, 5*time.Second) // the initialize response
+	st, b := d.Post("/v1/acp/to", `{"jsonrpc":"2.0","id":"late","method":"slow","params":{"delayMs":700}}`)
 	p := parseProblem(t, b)
 	if st != 504 || p.Type != "urn:sandbox-agent:error:timeout" || p.Details["message"] != "timed out waiting for agent response" {
 		t.Fatalf("got %d %s", st, b)
 	}
-	ev := s.nextWithin(t, 5*time.Second)
+	ev := s.NextWithin(t, 5*time.Second)
 	if ev.Data != `{"jsonrpc":"2.0","id":"late","result":{"echoedMethod":"slow"}}` {
 		t.Fatalf("late response not on stream: %+v", ev)
 	}
 	// The id is free again, and the instance still works.
-	if st, b := d.post("/v1/acp/to", `{"jsonrpc":"2.0","id":"late","method":"quick"}`); st != 200 {
+	if st, b := d.Post("/v1/acp/to", `{"jsonrpc":"2.0","id":"late","method":"quick"}`); st != 200 {
 		t.Fatalf("after timeout: %d %s", st, b)
 	}
 }
@@ -237,13 +239,13 @@ func TestACPTimeoutKeepsLateResponse(t *testing.T) {
 // async ones with a JSON-RPC error on the stream, and the stream reports
 // the exit.
 func TestACPAgentExit(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--async-methods", "async/hang")})
-	if st, b := d.post("/v1/acp/ex?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--async-methods", "async/hang")})
+	if st, b := d.Post("/v1/acp/ex?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
-	s := d.stream("/v1/acp/ex")
-	s.nextWithin(t, 5*time.Second)
-	if st, b := d.post("/v1/acp/ex", `{"jsonrpc":"2.0","id":"a1","method":"async/hang"}`); st != 202 {
+	s := d.Stream("/v1/acp/ex")
+	s.NextWithin(t, 5*time.Second)
+	if st, b := d.Post("/v1/acp/ex", `{"jsonrpc":"2.0","id":"a1","method":"async/hang"}`); st != 202 {
 		t.Fatalf("async: %d %s", st, b)
 	}
 	type res struct {
@@ -253,14 +255,14 @@ func TestACPAgentExit(t *testing.T) {
 	}
 	pending := make(chan res, 1)
 	go func() {
-		st, b := d.post("/v1/acp/ex", `{"jsonrpc":"2.0","id":2,"method":"hang"}`)
+		st, b := d.Post("/v1/acp/ex", `{"jsonrpc":"2.0","id":2,"method":"hang"}`)
 		pending <- res{st, b, time.Now()}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for d.server("ex").PendingRequests < 2 && time.Now().Before(deadline) {
+	for d.Server("ex").PendingRequests < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if st, _ := d.post("/v1/acp/ex", `{"jsonrpc":"2.0","method":"exit","params":{"code":3}}`); st != 202 {
+	if st, _ := d.Post("/v1/acp/ex", `{"jsonrpc":"2.0","method":"exit","params":{"code":3}}`); st != 202 {
 		t.Fatalf("exit: %d", st)
 	}
 	var r res
@@ -274,7 +276,7 @@ func TestACPAgentExit(t *testing.T) {
 		!strings.Contains(fmt.Sprint(p.Details["stderr"]), "testagent: exiting with 3") {
 		t.Fatalf("pending POST: %d %s", r.st, r.b)
 	}
-	got := []string{s.nextWithin(t, 5*time.Second).Data, s.nextWithin(t, 5*time.Second).Data}
+	got := []string{s.NextWithin(t, 5*time.Second).Data, s.NextWithin(t, 5*time.Second).Data}
 	want := []string{
 		`{"jsonrpc":"2.0","id":"a1","error":{"code":-32603,"message":"agent process stopped before responding"}}`,
 		`{"jsonrpc":"2.0","method":"_adapter/agent_exited","params":{"success":false,"code":3}}`,
@@ -282,27 +284,27 @@ func TestACPAgentExit(t *testing.T) {
 	if got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("stream after exit:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	info := d.server("ex")
+	info := d.Server("ex")
 	if info.State != "exited" || info.ExitCode == nil || *info.ExitCode != 3 {
 		t.Errorf("listing after exit: %+v", info)
 	}
 	// Later POSTs say the agent is gone, and the stderr tail is available.
-	if st, b := d.post("/v1/acp/ex", `{"jsonrpc":"2.0","id":3,"method":"x"}`); st != 500 {
+	if st, b := d.Post("/v1/acp/ex", `{"jsonrpc":"2.0","id":3,"method":"x"}`); st != 500 {
 		t.Errorf("post to exited agent: %d %s", st, b)
 	}
-	if st, _, b := d.do("GET", "/v1/acp/ex/stderr", nil); st != 200 || !strings.Contains(string(b), "exiting with 3") {
+	if st, _, b := d.Do("GET", "/v1/acp/ex/stderr", nil); st != 200 || !strings.Contains(string(b), "exiting with 3") {
 		t.Errorf("stderr route: %d %q", st, b)
 	}
 }
 
 // TestACPInvalidStdout: a non-JSON line becomes _adapter/invalid_stdout.
 func TestACPInvalidStdout(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t)})
-	if st, b := d.post("/v1/acp/g?agent=test", `{"jsonrpc":"2.0","id":1,"method":"garbage"}`); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
+	if st, b := d.Post("/v1/acp/g?agent=test", `{"jsonrpc":"2.0","id":1,"method":"garbage"}`); st != 200 {
 		t.Fatalf("%d %s", st, b)
 	}
-	s := d.stream("/v1/acp/g")
-	ev := s.nextWithin(t, 5*time.Second)
+	s := d.Stream("/v1/acp/g")
+	ev := s.NextWithin(t, 5*time.Second)
 	want := `{"jsonrpc":"2.0","method":"_adapter/invalid_stdout","params":{"error":"agent wrote a line that is not JSON","raw":"this is not json"}}`
 	if ev.Data != want || ev.ID != "1" {
 		t.Fatalf("got %+v", ev)
@@ -311,14 +313,14 @@ func TestACPInvalidStdout(t *testing.T) {
 
 // TestACPConcurrentBootstrap: simultaneous first POSTs create one instance.
 func TestACPConcurrentBootstrap(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	var wg sync.WaitGroup
 	statuses := make([]int, 16)
 	for i := range statuses {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i], _ = d.post("/v1/acp/race?agent=mock", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":1}}`, i))
+			statuses[i], _ = d.Post("/v1/acp/race?agent=mock", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":1}}`, i))
 		}()
 	}
 	wg.Wait()
@@ -327,10 +329,10 @@ func TestACPConcurrentBootstrap(t *testing.T) {
 			t.Errorf("post %d: %d", i, st)
 		}
 	}
-	if n := strings.Count(d.logs.String(), "agent started"); n != 1 {
+	if n := strings.Count(d.Logs(), "agent started"); n != 1 {
 		t.Errorf("%d agents started, want 1", n)
 	}
-	if s := d.servers(); len(s) != 1 {
+	if s := d.Servers(); len(s) != 1 {
 		t.Errorf("servers: %+v", s)
 	}
 }
@@ -340,13 +342,13 @@ func TestACPConcurrentBootstrap(t *testing.T) {
 func TestACPSpawnFailure(t *testing.T) {
 	f := t.TempDir() + "/agents.json"
 	writeFile(t, f, `{"agents":[{"id":"broken","command":"/nonexistent/agent"}]}`)
-	d := startDaemon(t, daemonOpts{Args: []string{"--agents-file", f}})
-	st, b := d.post("/v1/acp/x?agent=broken", initMsg)
+	d := harness.Start(t, harness.Options{Args: []string{"--agents-file", f}})
+	st, b := d.Post("/v1/acp/x?agent=broken", initMsg)
 	p := parseProblem(t, b)
 	if st != 502 || !strings.HasPrefix(p.Detail, "stream error: failed to start agent process") {
 		t.Fatalf("%d %s", st, b)
 	}
-	if s := d.servers(); len(s) != 0 {
+	if s := d.Servers(); len(s) != 0 {
 		t.Errorf("registered after failure: %+v", s)
 	}
 }
@@ -354,18 +356,18 @@ func TestACPSpawnFailure(t *testing.T) {
 // TestACPMultiInstanceIsolation: two ids running the same agent have their
 // own process, sequence numbers and streams.
 func TestACPMultiInstanceIsolation(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	for _, id := range []string{"server-a", "server-b"} {
-		if st, b := d.post("/v1/acp/"+id+"?agent=mock", initMsg); st != 200 {
+		if st, b := d.Post("/v1/acp/"+id+"?agent=mock", initMsg); st != 200 {
 			t.Fatalf("%s: %d %s", id, st, b)
 		}
 	}
-	d.post("/v1/acp/server-a", `{"jsonrpc":"2.0","id":2,"method":"other"}`)
-	a, b := d.server("server-a"), d.server("server-b")
+	d.Post("/v1/acp/server-a", `{"jsonrpc":"2.0","id":2,"method":"other"}`)
+	a, b := d.Server("server-a"), d.Server("server-b")
 	if a.PID == b.PID || a.LastEventID != 2 || b.LastEventID != 1 {
 		t.Errorf("not isolated: %+v %+v", a, b)
 	}
-	ev := d.stream("/v1/acp/server-b").nextWithin(t, 5*time.Second)
+	ev := d.Stream("/v1/acp/server-b").NextWithin(t, 5*time.Second)
 	if ev.ID != "1" || !strings.Contains(ev.Data, `"id":1`) {
 		t.Errorf("server-b stream: %+v", ev)
 	}

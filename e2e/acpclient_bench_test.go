@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // lineCaller sends one echo request as a line and reads lines until its
@@ -47,27 +48,27 @@ func (c *lineCaller) echo(b *testing.B, i int) time.Duration {
 //
 //	go test ./e2e -run '^$' -bench BridgeRoundTrip -benchtime 10x
 func BenchmarkBridgeRoundTrip(b *testing.B) {
-	d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
-	if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+	d := harness.Start(b, harness.Options{Args: []string{"--log-level", "warn"}})
+	if st, body := d.Post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
 		b.Fatalf("%d %s", st, body)
 	}
 	daemon := newPoster(d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
 	// The same with the event stream open and read, as every HTTP ACP
 	// client (acp-http-client, the TypeScript SDK) has it.
-	if st, body := d.post("/v1/acp/rt-sse?agent=mock", initMsg); st != 200 {
+	if st, body := d.Post("/v1/acp/rt-sse?agent=mock", initMsg); st != 200 {
 		b.Fatalf("%d %s", st, body)
 	}
-	sse := d.stream("/v1/acp/rt-sse")
+	sse := d.Stream("/v1/acp/rt-sse")
 	go func() {
 		for {
-			if _, err := sse.next(); err != nil {
+			if _, err := sse.Next(); err != nil {
 				return
 			}
 		}
 	}()
 	withStream := newPoster(d.URL+"/v1/acp/rt-sse", []byte(`"echoedMethod"`))
 
-	cmd := exec.Command(binary, "acp", "--endpoint", d.URL, "--agent", "mock", "--log-level", "warn")
+	cmd := exec.Command(harness.Binary, "acp", "--endpoint", d.URL, "--agent", "mock", "--log-level", "warn")
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

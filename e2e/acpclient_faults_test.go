@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // tcpProxy is a loopback TCP proxy whose connections a test can cut and
@@ -194,17 +195,17 @@ func openSession(t *testing.T, w io.Writer, lr *lineReader) string {
 // gone, answers the pending prompt with a JSON-RPC error and exits 1
 // saying why.
 func TestBridgeDaemonRestartedMidTurn(t *testing.T) {
-	d1 := startDaemon(t, daemonOpts{})
+	d1 := harness.Start(t, harness.Options{})
 	proxy := startProxy(t, d1.URL)
-	b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
+	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
 	lr := newLineReader(b.stdout)
 	sid := openSession(t, b.stdin, lr)
 	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d1); return len(s) == 1 && s[0].PendingRequests == 1 })
+	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d1); return len(s) == 1 && s[0].PendingRequests == 1 })
 
-	_ = d1.cmd.Process.Kill() // no goodbye: streams are reset, agents die with it
-	<-d1.done
-	d2 := startDaemon(t, daemonOpts{})
+	_ = d1.Cmd.Process.Kill() // no goodbye: streams are reset, agents die with it
+	<-d1.Done()
+	d2 := harness.Start(t, harness.Options{})
 	proxy.setTarget(d2.URL)
 
 	lines := lr.untilID(t, "3", 30*time.Second)
@@ -219,7 +220,7 @@ func TestBridgeDaemonRestartedMidTurn(t *testing.T) {
 	if !strings.Contains(b.stderr.String(), "acp server instance is gone") {
 		t.Fatalf("stderr lacks a clear message:\n%s", b.stderr.String())
 	}
-	t.Logf("bridge stderr:\n%s", tail(b.stderr.String(), 6))
+	t.Logf("bridge stderr:\n%s", harness.Tail(b.stderr.String(), 6))
 	if s := listServers(t, d2); len(s) != 0 {
 		t.Fatalf("the restarted daemon got an instance from the bridge: %+v", s)
 	}
@@ -229,13 +230,13 @@ func TestBridgeDaemonRestartedMidTurn(t *testing.T) {
 // --reconnect-timeout ends the bridge with exit 1, the pending request
 // answered with an error.
 func TestBridgeDaemonGone(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	proxy := startProxy(t, d.URL)
-	b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "1s")
+	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "1s")
 	lr := newLineReader(b.stdout)
 	sid := openSession(t, b.stdin, lr)
 	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
 	proxy.setTarget("127.0.0.1:9") // nothing listens there
 	proxy.cut()
 	start := time.Now()
@@ -258,10 +259,10 @@ func TestBridgeDaemonGone(t *testing.T) {
 // order, then the result.
 func TestStreamCutMidBurst(t *testing.T) {
 	t.Run("go-client", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{})
+		d := harness.Start(t, harness.Options{})
 		proxy := startProxy(t, d.URL)
 		c := &httpclient.Client{BaseURL: proxy.URL()}
-		var logs lockedBuffer
+		var logs harness.LockedBuffer
 		conn, err := c.DialACP(context.Background(), "cut", "mock", &httpclient.ACPOptions{DeleteOnClose: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -277,9 +278,9 @@ func TestStreamCutMidBurst(t *testing.T) {
 		}
 	})
 	t.Run("bridge", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{})
+		d := harness.Start(t, harness.Options{})
 		proxy := startProxy(t, d.URL)
-		b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock")
+		b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock")
 		burstThroughCuts(t, proxy, b.stdin, newLineReaderBuffered(b.stdout, 1))
 		if n := strings.Count(b.stderr.String(), "reconnecting"); n < 1 {
 			t.Fatal("no stream reconnect")
@@ -315,12 +316,12 @@ func burstThroughCuts(t *testing.T, proxy *tcpProxy, w io.Writer, lr *lineReader
 // TestBridgeStdinClosedMidTurn: closing stdin during a turn ends the bridge
 // at once with exit 0 and deletes its instance (the agent stops).
 func TestBridgeStdinClosedMidTurn(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	lr := newLineReader(b.stdout)
 	sid := openSession(t, b.stdin, lr)
 	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
 	b.stdin.Close()
 	if err := b.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
@@ -334,7 +335,7 @@ func TestBridgeStdinClosedMidTurn(t *testing.T) {
 // and odd numbers, non-ASCII) reaches the agent unchanged, and the agent's
 // exact bytes reach the bridge's stdout.
 func TestBridgeByteForByte(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t)})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	b := startBridge(t, d, "--agent", "test")
 	lr := newLineReader(b.stdout)
 	odd := `{"params":{"z":1,"a":[1.0,-0.0,1e400,123456789012345678901234567890],"s":"\u00e9\ud83d\ude00 \"q\" \\ \/ \t","é":"😀"  ,"nested":{ "b" : true,"a":null}},"method":"echo","jsonrpc":"2.0"}`
@@ -369,12 +370,12 @@ func exitCode(err error) int {
 // TestBridgeSIGTERM: SIGTERM during a turn is a clean end too: exit 0, the
 // owned instance deleted.
 func TestBridgeSIGTERM(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	lr := newLineReader(b.stdout)
 	sid := openSession(t, b.stdin, lr)
 	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	if err := b.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
@@ -388,7 +389,7 @@ func TestBridgeSIGTERM(t *testing.T) {
 // local agent's death would: the pending prompt answered with an error
 // (once), exit 1 naming the exit code.
 func TestBridgeAgentExits(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	lr := newLineReader(b.stdout)
 	sid := openSession(t, b.stdin, lr)
@@ -422,7 +423,7 @@ func TestBridgeAgentExits(t *testing.T) {
 // request timeout still gets the agent's response, once, not a timeout
 // error: a local agent has no such timeout.
 func TestBridgeLateResponse(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t), Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=200"}})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t), Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=200"}})
 	b := startBridge(t, d, "--agent", "test")
 	lr := newLineReader(b.stdout)
 	io.WriteString(b.stdin, `{"jsonrpc":"2.0","id":"slow","method":"take/time","params":{"delayMs":700}}`+"\n")
@@ -450,7 +451,7 @@ func TestBridgeLateResponse(t *testing.T) {
 // TestBridgeToken: the bridge reads its token from --token-file (or
 // SANDBOX_AGENT_TOKEN); without one it exits 1 saying the daemon refused it.
 func TestBridgeToken(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--token", "s3cret"}})
+	d := harness.Start(t, harness.Options{Args: []string{"--token", "s3cret"}})
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -463,7 +464,7 @@ func TestBridgeToken(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 
-	cmd := exec.Command(binary, "acp", "--endpoint", d.URL, "--agent", "mock")
+	cmd := exec.Command(harness.Binary, "acp", "--endpoint", d.URL, "--agent", "mock")
 	cmd.Env = append(os.Environ(), "SANDBOX_AGENT_TOKEN=wrong")
 	cmd.Stdin = strings.NewReader(initMsg + "\n")
 	out, err := cmd.CombinedOutput()
@@ -477,9 +478,9 @@ func TestBridgeToken(t *testing.T) {
 // failing at once.
 func TestBridgeStartsBeforeDaemon(t *testing.T) {
 	proxy := startProxy(t, "127.0.0.1:9") // nothing listens yet
-	b := startBridge(t, &daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
+	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
 	io.WriteString(b.stdin, initMsg+"\n")
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	proxy.setTarget(d.URL)
 	lr := newLineReader(b.stdout)
 	if l := lr.next(t, 20*time.Second); !strings.HasPrefix(l, `{"jsonrpc":"2.0","id":1,"result":`) {

@@ -14,6 +14,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // sessionClient is the editor side of an ACP session in these tests: it
@@ -156,9 +157,9 @@ func driveMockSession(t *testing.T, w io.Writer, r io.Reader) {
 	}
 }
 
-func client(d *daemon) *httpclient.Client { return &httpclient.Client{BaseURL: d.URL} }
+func client(d *harness.Daemon) *httpclient.Client { return &httpclient.Client{BaseURL: d.URL} }
 
-func listServers(t *testing.T, d *daemon) []httpclient.ACPServer {
+func listServers(t *testing.T, d *harness.Daemon) []httpclient.ACPServer {
 	t.Helper()
 	s, err := client(d).ListACPServers(context.Background())
 	if err != nil {
@@ -175,7 +176,7 @@ func listServers(t *testing.T, d *daemon) []httpclient.ACPServer {
 func TestGoClientSession(t *testing.T) {
 	for _, tc := range []struct{ name, async string }{{"async-prompt", "session/prompt"}, {"all-sync", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := startDaemon(t, daemonOpts{Args: []string{"--async-methods=" + tc.async}})
+			d := harness.Start(t, harness.Options{Args: []string{"--async-methods=" + tc.async}})
 			conn, err := client(d).DialACP(context.Background(), "go-session", "mock", &httpclient.ACPOptions{DeleteOnClose: true})
 			if err != nil {
 				t.Fatal(err)
@@ -196,14 +197,14 @@ type bridge struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout io.Reader
-	stderr *lockedBuffer
+	stderr *harness.LockedBuffer
 	done   chan error
 }
 
-func startBridge(t *testing.T, d *daemon, extra ...string) *bridge {
+func startBridge(t *testing.T, d *harness.Daemon, extra ...string) *bridge {
 	t.Helper()
 	args := append([]string{"acp", "--endpoint", d.URL, "--log-level", "debug"}, extra...)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(harness.Binary, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +213,7 @@ func startBridge(t *testing.T, d *daemon, extra ...string) *bridge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bridge{cmd: cmd, stdin: stdin, stdout: stdout, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	b := &bridge{cmd: cmd, stdin: stdin, stdout: stdout, stderr: &harness.LockedBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = b.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -223,7 +224,7 @@ func startBridge(t *testing.T, d *daemon, extra ...string) *bridge {
 		<-b.done
 		b.done <- nil
 		if t.Failed() {
-			t.Logf("bridge stderr:\n%s", tail(b.stderr.String(), 100))
+			t.Logf("bridge stderr:\n%s", harness.Tail(b.stderr.String(), 100))
 		}
 	})
 	return b
@@ -246,7 +247,7 @@ func (b *bridge) wait(t *testing.T, within time.Duration) error {
 // spawned as a child process, as an editor would, then closes its stdin:
 // it exits 0 and deletes the instance it created.
 func TestBridgeSession(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	driveMockSession(t, b.stdin, b.stdout)
 	if s := listServers(t, d); len(s) != 1 || !strings.HasPrefix(s[0].ServerID, "acp-") {
@@ -268,8 +269,8 @@ func TestBridgeSession(t *testing.T) {
 // instance, sees only what the agent writes from then on, and leaves the
 // instance running at exit.
 func TestBridgeAttach(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	if st, body := d.post("/v1/acp/kept?agent=mock", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{})
+	if st, body := d.Post("/v1/acp/kept?agent=mock", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, body)
 	}
 	b := startBridge(t, d, "--server-id", "kept")
@@ -318,8 +319,8 @@ func readLine(t *testing.T, r io.Reader) string {
 // "sandbox-agent acp" as its agent over stdio and runs the session; the
 // bridge's instance is gone afterwards.
 func TestCompatBridgeTypeScriptSDK(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	runNode(t, "acp-stdio-bridge.mjs", 90*time.Second, "BINARY="+binary, "ENDPOINT="+d.URL)
+	d := harness.Start(t, harness.Options{})
+	runNode(t, "acp-stdio-bridge.mjs", 90*time.Second, "BINARY="+harness.Binary, "ENDPOINT="+d.URL)
 	if s := listServers(t, d); len(s) != 0 {
 		t.Fatalf("instance left after the SDK closed the bridge: %+v", s)
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // shttpLeg drives one Streamable HTTP connection.
@@ -30,7 +32,7 @@ type shttpLeg struct {
 	answers chan string
 }
 
-func newSHTTPLeg(b *testing.B, d *daemon, client *http.Client) *shttpLeg {
+func newSHTTPLeg(b *testing.B, d *harness.Daemon, client *http.Client) *shttpLeg {
 	req, _ := http.NewRequest(http.MethodPost, d.URL+"/acp/mock", strings.NewReader(initMsg))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
@@ -106,8 +108,8 @@ func wsEcho(b *testing.B, c *wsClient, i int) time.Duration {
 }
 
 func BenchmarkStdTransportRoundTrip(b *testing.B) {
-	d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
-	if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+	d := harness.Start(b, harness.Options{Args: []string{"--log-level", "warn"}})
+	if st, body := d.Post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
 		b.Fatalf("%d %s", st, body)
 	}
 	v1 := newPoster(d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // fakeGemini is a loopback stand-in for the Gemini API, enough for
@@ -146,7 +148,7 @@ func TestCompatACPStdRealAgent(t *testing.T) {
 			if err := os.WriteFile(f, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			d := startDaemon(t, daemonOpts{Home: home, Args: []string{"--agents-file", f}})
+			d := harness.Start(t, harness.Options{Home: home, Args: []string{"--agents-file", f}})
 			runNode(t, "acp-std-real.mjs", 180*time.Second, "BASE_URL="+d.URL, "TRANSPORT="+tr, "WORK_DIR="+work)
 			got, err := os.ReadFile(filepath.Join(work, "hello.txt"))
 			if err != nil || string(got) != "hi from the fake model" {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // TestCompatACPStd runs the official @agentclientprotocol/sdk 2.4.0 client
@@ -21,11 +22,11 @@ import (
 func TestCompatACPStd(t *testing.T) {
 	for _, tr := range []string{"http", "ws"} {
 		t.Run(tr, func(t *testing.T) {
-			d := startDaemon(t, daemonOpts{})
+			d := harness.Start(t, harness.Options{})
 			runNode(t, "acp-std.mjs", 120*time.Second, "BASE_URL="+d.URL, "TRANSPORT="+tr)
 		})
 		t.Run(tr+" token", func(t *testing.T) {
-			d := startDaemon(t, daemonOpts{Args: []string{"--token", "s3cret"}})
+			d := harness.Start(t, harness.Options{Args: []string{"--token", "s3cret"}})
 			runNode(t, "acp-std.mjs", 120*time.Second, "BASE_URL="+d.URL, "TRANSPORT="+tr, "TOKEN=s3cret")
 		})
 	}
@@ -34,9 +35,9 @@ func TestCompatACPStd(t *testing.T) {
 const stdInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
 
 // stdConnect creates a Streamable HTTP connection and returns its id.
-func stdConnect(t *testing.T, d *daemon, headers ...string) string {
+func stdConnect(t *testing.T, d *harness.Daemon, headers ...string) string {
 	t.Helper()
-	st, h, b := d.do(http.MethodPost, "/acp/mock", []byte(stdInit), append([]string{"Content-Type", "application/json"}, headers...)...)
+	st, h, b := d.Do(http.MethodPost, "/acp/mock", []byte(stdInit), append([]string{"Content-Type", "application/json"}, headers...)...)
 	if st != http.StatusOK || !strings.Contains(string(b), `"protocolVersion":1`) {
 		t.Fatalf("initialize: %d %s", st, b)
 	}
@@ -50,17 +51,17 @@ func stdConnect(t *testing.T, d *daemon, headers ...string) string {
 // TestACPStdErrors checks every refusal of /acp/{agent}: status and a
 // problem+json body.
 func TestACPStdErrors(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	id := stdConnect(t, d)
 	sess := func() string {
-		st, _, _ := d.do(http.MethodPost, "/acp/mock", []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`),
+		st, _, _ := d.Do(http.MethodPost, "/acp/mock", []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`),
 			"Content-Type", "application/json", "Acp-Connection-Id", id)
 		if st != http.StatusAccepted {
 			t.Fatalf("session/new: %d", st)
 		}
 		return "mock-x"
 	}()
-	open := d.stream("/acp/mock", "Acp-Connection-Id", id) // the connection stream's one reader
+	open := d.Stream("/acp/mock", "Acp-Connection-Id", id) // the connection stream's one reader
 	defer open.Close()
 	ct := []string{"Content-Type", "application/json"}
 	cid := []string{"Acp-Connection-Id", id}
@@ -115,12 +116,12 @@ func TestACPStdErrors(t *testing.T) {
 			}
 			dd := d
 			if tt.name == "post body too large" {
-				d2 := startDaemon(t, daemonOpts{Args: []string{"--max-acp-body", "1048576"}})
+				d2 := harness.Start(t, harness.Options{Args: []string{"--max-acp-body", "1048576"}})
 				id2 := stdConnect(t, d2)
 				tt.headers = with(ct, []string{"Acp-Connection-Id", id2})
 				dd = d2
 			}
-			st, h, b := dd.do(tt.method, tt.path, body, tt.headers...)
+			st, h, b := dd.Do(tt.method, tt.path, body, tt.headers...)
 			if st != tt.status {
 				t.Fatalf("status %d, want %d: %s", st, tt.status, b)
 			}
@@ -137,16 +138,16 @@ func TestACPStdErrors(t *testing.T) {
 		})
 	}
 	// No refused request left an instance behind: only the one connection.
-	st, _, b := d.do(http.MethodGet, "/v1/acp", nil)
+	st, _, b := d.Do(http.MethodGet, "/v1/acp", nil)
 	var list struct{ Servers []struct{ ServerID string } }
 	if st != 200 || json.Unmarshal(b, &list) != nil || len(list.Servers) != 1 || list.Servers[0].ServerID != id {
 		t.Errorf("GET /v1/acp after refusals: %d %s", st, b)
 	}
-	if st, _, b := d.do(http.MethodDelete, "/acp/mock", nil, cid...); st != http.StatusAccepted {
+	if st, _, b := d.Do(http.MethodDelete, "/acp/mock", nil, cid...); st != http.StatusAccepted {
 		t.Errorf("DELETE: %d %s", st, b)
 	}
 	for {
-		ev, err := open.next() // what was buffered, then the end
+		ev, err := open.Next() // what was buffered, then the end
 		if err != nil {
 			if err != io.EOF {
 				t.Errorf("connection stream after DELETE: %v, want EOF", err)
@@ -161,9 +162,9 @@ func TestACPStdErrors(t *testing.T) {
 
 // TestACPStdToken: the bearer token guards /acp as it guards /v1.
 func TestACPStdToken(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--token", "s3cret"}})
+	d := harness.Start(t, harness.Options{Args: []string{"--token", "s3cret"}})
 	for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}} {
-		st, hdr, b := d.do(http.MethodPost, "/acp/mock", []byte(stdInit), append([]string{"Content-Type", "application/json"}, h...)...)
+		st, hdr, b := d.Do(http.MethodPost, "/acp/mock", []byte(stdInit), append([]string{"Content-Type", "application/json"}, h...)...)
 		if st != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != "Bearer" {
 			t.Errorf("POST without the token: %d %s", st, b)
 		}
@@ -174,7 +175,7 @@ func TestACPStdToken(t *testing.T) {
 	}
 	// Every path under /acp needs the token, unknown ones too.
 	for _, p := range []string{"/acp", "/acp/", "/acp/mock/x", "/acp/mock/../../v1/health"} {
-		if st, _, b := d.do(http.MethodGet, p, nil); st != http.StatusUnauthorized {
+		if st, _, b := d.Do(http.MethodGet, p, nil); st != http.StatusUnauthorized {
 			t.Errorf("GET %s without the token: %d %s", p, st, b)
 		}
 	}
@@ -208,7 +209,7 @@ func TestACPStdToken(t *testing.T) {
 		if r.method == http.MethodPost {
 			body = []byte(`{"jsonrpc":"2.0","id":2,"method":"x/echo"}`)
 		}
-		if st, _, b := d.do(r.method, "/acp/mock?access_token=s3cret", body, r.headers...); st != http.StatusUnauthorized {
+		if st, _, b := d.Do(r.method, "/acp/mock?access_token=s3cret", body, r.headers...); st != http.StatusUnauthorized {
 			t.Errorf("%s with access_token: %d %s", r.method, st, b)
 		}
 	}
@@ -218,14 +219,14 @@ func TestACPStdToken(t *testing.T) {
 // messages (the TypeScript SDK opens one per session); the connection's
 // stream takes the rest; nothing goes out twice; Last-Event-ID resumes.
 func TestACPStdSessionStreams(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	id := stdConnect(t, d)
-	conn := d.stream("/acp/mock", "Acp-Connection-Id", id)
+	conn := d.Stream("/acp/mock", "Acp-Connection-Id", id)
 	ct := []string{"Content-Type", "application/json", "Acp-Connection-Id", id}
-	if st, _, b := d.do(http.MethodPost, "/acp/mock", []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`), ct...); st != http.StatusAccepted {
+	if st, _, b := d.Do(http.MethodPost, "/acp/mock", []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`), ct...); st != http.StatusAccepted {
 		t.Fatalf("session/new: %d %s", st, b)
 	}
-	ev := conn.nextWithin(t, 10*time.Second)
+	ev := conn.NextWithin(t, 10*time.Second)
 	var res struct {
 		Result struct{ SessionID string } `json:"result"`
 	}
@@ -233,14 +234,14 @@ func TestACPStdSessionStreams(t *testing.T) {
 		t.Fatalf("session/new response on the connection stream: %s", ev.Data)
 	}
 	sid := res.Result.SessionID
-	sess := d.stream("/acp/mock", "Acp-Connection-Id", id, "Acp-Session-Id", sid)
+	sess := d.Stream("/acp/mock", "Acp-Connection-Id", id, "Acp-Session-Id", sid)
 	prompt := `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"stream 50"}]}}`
-	if st, _, b := d.do(http.MethodPost, "/acp/mock", []byte(prompt), append(ct, "Acp-Session-Id", sid)...); st != http.StatusAccepted {
+	if st, _, b := d.Do(http.MethodPost, "/acp/mock", []byte(prompt), append(ct, "Acp-Session-Id", sid)...); st != http.StatusAccepted {
 		t.Fatalf("prompt: %d %s", st, b)
 	}
 	var lastID string
 	for i := 1; ; i++ {
-		ev := sess.nextWithin(t, 10*time.Second)
+		ev := sess.NextWithin(t, 10*time.Second)
 		if strings.Contains(ev.Data, `"stopReason"`) {
 			if i != 51 {
 				t.Fatalf("turn ended after %d updates, want 50", i-1)
@@ -256,15 +257,15 @@ func TestACPStdSessionStreams(t *testing.T) {
 	}
 	// The connection stream saw none of it.
 	ext := `{"jsonrpc":"2.0","id":4,"method":"_mock/echo","params":{}}`
-	if st, _, _ := d.do(http.MethodPost, "/acp/mock", []byte(ext), ct...); st != http.StatusAccepted {
+	if st, _, _ := d.Do(http.MethodPost, "/acp/mock", []byte(ext), ct...); st != http.StatusAccepted {
 		t.Fatal("ext POST refused")
 	}
-	if ev := conn.nextWithin(t, 10*time.Second); !strings.Contains(ev.Data, `"id":4`) {
+	if ev := conn.NextWithin(t, 10*time.Second); !strings.Contains(ev.Data, `"id":4`) {
 		t.Fatalf("connection stream got %s, want the echo response (and no session traffic)", ev.Data)
 	}
 	// Resume: a new reader of the session stream, after event lastID.
 	sess.Close()
-	var again *sseStream
+	var again *harness.Stream
 	for i := 0; i < 50; i++ { // the old reader's release is asynchronous
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+"/acp/mock", nil)
@@ -283,14 +284,14 @@ func TestACPStdSessionStreams(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		again = &sseStream{resp: resp, r: bufio.NewReader(resp.Body), cancel: cancel}
+		again = harness.NewStream(resp, cancel)
 		t.Cleanup(again.Close)
 		break
 	}
 	if again == nil {
 		t.Fatal("session stream still busy")
 	}
-	if ev := again.nextWithin(t, 10*time.Second); !strings.Contains(ev.Data, `"mock: chunk 11"`) {
+	if ev := again.NextWithin(t, 10*time.Second); !strings.Contains(ev.Data, `"mock: chunk 11"`) {
 		t.Fatalf("resumed after %s: %s, want chunk 11", lastID, ev.Data)
 	}
 }
@@ -299,7 +300,7 @@ func TestACPStdSessionStreams(t *testing.T) {
 // port, SSE included, and the standard transport works over one HTTP/2
 // connection; HTTP/1.1 still works beside it.
 func TestH2C(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	dials := 0
@@ -350,22 +351,22 @@ func TestH2C(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("session/new over h2c: %d", resp.StatusCode)
 	}
-	s := &sseStream{resp: sse, r: bufio.NewReader(sse.Body), cancel: func() {}}
-	if ev := s.nextWithin(t, 10*time.Second); !strings.Contains(ev.Data, `"sessionId"`) {
+	s := harness.NewStream(sse, nil)
+	if ev := s.NextWithin(t, 10*time.Second); !strings.Contains(ev.Data, `"sessionId"`) {
 		t.Fatalf("stream over h2c: %s", ev.Data)
 	}
 	// /v1/acp's SSE over h2c as well.
 	v1 := do(http.MethodGet, "/v1/acp/"+id, "", "Accept", "text/event-stream")
 	defer v1.Body.Close()
-	s1 := &sseStream{resp: v1, r: bufio.NewReader(v1.Body), cancel: func() {}}
-	if ev := s1.nextWithin(t, 10*time.Second); ev.ID != "1" {
+	s1 := harness.NewStream(v1, nil)
+	if ev := s1.NextWithin(t, 10*time.Second); ev.ID != "1" {
 		t.Fatalf("/v1/acp stream over h2c: first event %+v", ev)
 	}
 	if dials != 1 {
 		t.Errorf("%d TCP connections for all of it, want 1 (HTTP/2 multiplexing)", dials)
 	}
 	// HTTP/1.1 beside it.
-	if st, _, _ := d.do(http.MethodGet, "/v1/health", nil); st != 200 {
+	if st, _, _ := d.Do(http.MethodGet, "/v1/health", nil); st != 200 {
 		t.Errorf("HTTP/1.1 health: %d", st)
 	}
 }

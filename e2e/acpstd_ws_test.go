@@ -9,20 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
-func wsURL(d *daemon, agent string) string {
+func wsURL(d *harness.Daemon, agent string) string {
 	return "ws" + strings.TrimPrefix(d.URL, "http") + "/acp/" + agent
 }
 
 // wsConnect opens a WebSocket connection and initializes it.
-func wsConnect(t *testing.T, d *daemon) (*wsClient, string) {
+func wsConnect(t *testing.T, d *harness.Daemon) (*wsClient, string) {
 	t.Helper()
 	return wsConnectTo(t, d, "mock")
 }
 
-func wsConnectTo(t *testing.T, d *daemon, agent string) (*wsClient, string) {
+func wsConnectTo(t *testing.T, d *harness.Daemon, agent string) (*wsClient, string) {
 	t.Helper()
 	c, err := dialWS(t, wsURL(d, agent))
 	if err != nil {
@@ -42,14 +43,14 @@ func wsConnectTo(t *testing.T, d *daemon, agent string) (*wsClient, string) {
 	return c, id
 }
 
-func listed(t *testing.T, d *daemon, id string) bool {
+func listed(t *testing.T, d *harness.Daemon, id string) bool {
 	t.Helper()
-	_, _, b := d.do(http.MethodGet, "/v1/acp", nil)
+	_, _, b := d.Do(http.MethodGet, "/v1/acp", nil)
 	return strings.Contains(string(b), `"serverId":"`+id+`"`)
 }
 
 // waitGone waits until id is no longer listed under /v1/acp.
-func waitUnlisted(t *testing.T, d *daemon, id string, within time.Duration) {
+func waitUnlisted(t *testing.T, d *harness.Daemon, id string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for listed(t, d, id) {
@@ -62,7 +63,7 @@ func waitUnlisted(t *testing.T, d *daemon, id string, within time.Duration) {
 
 // TestACPStdWebSocketProtocol: the rules of the socket itself.
 func TestACPStdWebSocketProtocol(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	t.Run("first message must be initialize", func(t *testing.T) {
 		c, err := dialWS(t, wsURL(d, "mock"))
 		if err != nil || c.Resp.StatusCode != 101 {
@@ -124,9 +125,9 @@ func TestACPStdWebSocketProtocol(t *testing.T) {
 // /v1/acp/{id} while its WebSocket is open closes the socket and stops the
 // agent.
 func TestACPStdWebSocketDeletedThroughV1(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	c, id := wsConnect(t, d)
-	_, _, b := d.do(http.MethodGet, "/v1/acp", nil)
+	_, _, b := d.Do(http.MethodGet, "/v1/acp", nil)
 	var list struct {
 		Servers []struct {
 			ServerID string `json:"serverId"`
@@ -137,7 +138,7 @@ func TestACPStdWebSocketDeletedThroughV1(t *testing.T) {
 		t.Fatalf("listing: %s", b)
 	}
 	pid := list.Servers[0].PID
-	if st, _, _ := d.do(http.MethodDelete, "/v1/acp/"+id, nil); st != http.StatusNoContent {
+	if st, _, _ := d.Do(http.MethodDelete, "/v1/acp/"+id, nil); st != http.StatusNoContent {
 		t.Fatalf("DELETE /v1/acp/%s: %d", id, st)
 	}
 	for {
@@ -165,8 +166,8 @@ func TestACPStdWebSocketDeletedThroughV1(t *testing.T) {
 // agent floods it costs the daemon no more than the replay budget (the
 // event log is the only buffer), is cut, and slows nobody else down.
 func TestACPStdWebSocketSlowReader(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--replay-bytes", "1048576", "--stream-write-timeout", "3s")})
-	pid := d.cmd.Process.Pid
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--replay-bytes", "1048576", "--stream-write-timeout", "3s")})
+	pid := d.Cmd.Process.Pid
 	rssBefore := statusKiB(t, pid, "VmRSS")
 
 	// Another connection works normally meanwhile.
@@ -222,7 +223,7 @@ func TestACPStdWebSocketSlowReader(t *testing.T) {
 // agent well within the replay budget, is cut once one write has made no
 // progress for --stream-write-timeout.
 func TestACPStdWebSocketStalledWriter(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--replay-bytes", "134217728", "--stream-write-timeout", "2s")})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--replay-bytes", "134217728", "--stream-write-timeout", "2s")})
 	c, id := wsConnectTo(t, d, "test")
 	big := `{"jsonrpc":"2.0","method":"echo","params":{"pad":"` + strings.Repeat("x", 1<<20) + `"}}`
 	for i := 0; i < 24; i++ { // 24 MiB echoed back: more than the socket buffers hold
@@ -236,7 +237,7 @@ func TestACPStdWebSocketStalledWriter(t *testing.T) {
 	start := time.Now()
 	waitUnlisted(t, d, id, 30*time.Second)
 	t.Logf("cut %v after the last send", time.Since(start).Round(time.Millisecond))
-	if !strings.Contains(d.logs.String(), "write timed out") {
+	if !strings.Contains(d.Logs(), "write timed out") {
 		t.Error("the daemon log does not say the write timed out")
 	}
 }

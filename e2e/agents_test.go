@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // noCredentials empties every credential variable the daemon looks at, so
@@ -51,24 +53,24 @@ func builtinMock(t *testing.T, doc []byte) []byte {
 // mock (builtinMock).
 func TestAgentsMatchReference(t *testing.T) {
 	reg := newACPRegistry(t, `{"agents":[]}`)
-	d := startDaemon(t, daemonOpts{Env: append(reg.env(), noCredentials...)})
+	d := harness.Start(t, harness.Options{Env: append(reg.env(), noCredentials...)})
 
-	st, _, body := d.do(http.MethodGet, "/v1/agents", nil)
+	st, _, body := d.Do(http.MethodGet, "/v1/agents", nil)
 	if want := builtinMock(t, compactFile(t, "agents-0.4.2.json")); st != 200 || !bytes.Equal(bytes.TrimSpace(body), want) {
 		t.Errorf("GET /v1/agents: %d\n got %s\nwant %s", st, body, want)
 	}
-	st, _, body = d.do(http.MethodGet, "/v1/agents?config=true", nil)
+	st, _, body = d.Do(http.MethodGet, "/v1/agents?config=true", nil)
 	want := builtinMock(t, compactFile(t, "agents-config-0.4.2.json"))
 	if st != 200 || !bytes.Equal(bytes.TrimSpace(body), want) {
 		t.Errorf("GET /v1/agents?config=true: %d\n got %s\nwant %s", st, body, want)
 	}
 
 	// One agent, the same entry.
-	st, _, body = d.do(http.MethodGet, "/v1/agents/codex", nil)
+	st, _, body = d.Do(http.MethodGet, "/v1/agents/codex", nil)
 	if st != 200 || !bytes.Contains(compactFile(t, "agents-0.4.2.json"), bytes.TrimSpace(body)) {
 		t.Errorf("GET /v1/agents/codex: %d %s", st, body)
 	}
-	st, _, body = d.do(http.MethodGet, "/v1/agents/nope", nil)
+	st, _, body = d.Do(http.MethodGet, "/v1/agents/nope", nil)
 	if st != 400 || !strings.Contains(string(body), `"detail":"unsupported agent: nope"`) {
 		t.Errorf("GET /v1/agents/nope: %d %s", st, body)
 	}
@@ -87,9 +89,9 @@ func TestAgentsCredentialsAndStatus(t *testing.T) {
 	}
 	reg := newACPRegistry(t, `{"agents":[]}`)
 	env := append(append(reg.env(), noCredentials...), "ANTHROPIC_API_KEY=sk-test")
-	d := startDaemon(t, daemonOpts{Home: home, Env: env, Args: withTestAgent(t)})
+	d := harness.Start(t, harness.Options{Home: home, Env: env, Args: harness.WithTestAgent(t)})
 
-	if st, body := d.post("/v1/acp/m1?agent=mock", initialize); st != 200 {
+	if st, body := d.Post("/v1/acp/m1?agent=mock", initialize); st != 200 {
 		t.Fatalf("mock: %d %s", st, body)
 	}
 	type info struct {
@@ -101,7 +103,7 @@ func TestAgentsCredentialsAndStatus(t *testing.T) {
 		} `json:"serverStatus"`
 	}
 	var list struct{ Agents []info }
-	_, _, body := d.do(http.MethodGet, "/v1/agents", nil)
+	_, _, body := d.Do(http.MethodGet, "/v1/agents", nil)
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +128,8 @@ func TestAgentsCredentialsAndStatus(t *testing.T) {
 		t.Error("claude has a serverStatus without an instance")
 	}
 	// Once deleted, the mock no longer runs.
-	d.do(http.MethodDelete, "/v1/acp/m1", nil)
-	_, _, body = d.do(http.MethodGet, "/v1/agents/mock", nil)
+	d.Do(http.MethodDelete, "/v1/acp/m1", nil)
+	_, _, body = d.Do(http.MethodGet, "/v1/agents/mock", nil)
 	if strings.Contains(string(body), "serverStatus") {
 		t.Errorf("after DELETE: %s", body)
 	}
@@ -141,11 +143,11 @@ func TestCompatSDKAgents(t *testing.T) {
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, `{"agents":[`+npxEntry("sdk-fixture", tgz)+`]}`)
 	t.Run("no token", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Env: append(reg.env(), npmCacheEnv()...)})
+		d := harness.Start(t, harness.Options{Env: append(reg.env(), npmCacheEnv()...)})
 		runNode(t, "sdk-agents.mjs", 120*time.Second, "BASE_URL="+d.URL, "INSTALL_AGENT=sdk-fixture")
 	})
 	t.Run("token", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Env: append(reg.env(), npmCacheEnv()...), Args: []string{"--token", "s3cret"}})
+		d := harness.Start(t, harness.Options{Env: append(reg.env(), npmCacheEnv()...), Args: []string{"--token", "s3cret"}})
 		runNode(t, "sdk-agents.mjs", 120*time.Second, "BASE_URL="+d.URL, "INSTALL_AGENT=sdk-fixture", "TOKEN=s3cret")
 	})
 }
@@ -161,9 +163,9 @@ func TestRealAgentInstall(t *testing.T) {
 	}
 	requireNodeModules(t)
 	reg := newACPRegistry(t, `{"agents":[]}`) // no entry: the pinned fallback
-	d := startDaemon(t, daemonOpts{Env: append(reg.env(), npmCacheEnv()...)})
+	d := harness.Start(t, harness.Options{Env: append(reg.env(), npmCacheEnv()...)})
 	start := time.Now()
-	st, body := d.post("/v1/acp/real?agent=claude", initialize)
+	st, body := d.Post("/v1/acp/real?agent=claude", initialize)
 	if st != 200 {
 		t.Fatalf("initialize: %d %s", st, body)
 	}
@@ -178,7 +180,7 @@ func TestRealAgentInstall(t *testing.T) {
 		resp.Result.AgentInfo.Name != "@zed-industries/claude-agent-acp" || resp.Result.AgentInfo.Version != "0.20.0" {
 		t.Fatalf("initialize answer: %s", body)
 	}
-	_, _, b := d.do(http.MethodGet, "/v1/agents/claude?config=true", nil)
+	_, _, b := d.Do(http.MethodGet, "/v1/agents/claude?config=true", nil)
 	var info struct {
 		Installed bool
 		Version   string

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // Browser safety and tokens off the command line, end to end.
@@ -20,7 +22,7 @@ import (
 // The no-cors attacks of issue 11: a page on another site cannot change
 // anything on a daemon without a token, and DNS rebinding is refused.
 func TestBrowserSafety(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"-O", "https://app.example"}})
+	d := harness.Start(t, harness.Options{Args: []string{"-O", "https://app.example"}})
 	evil := []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}
 	for _, c := range []struct {
 		name, method, path, body string
@@ -44,7 +46,7 @@ func TestBrowserSafety(t *testing.T) {
 		{"the inspector page", "GET", "/ui/", "", []string{"Host", "localhost:" + port(d)}, 200, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st, h, b := d.doHost(c.method, c.path, c.body, c.headers...)
+			st, h, b := doHost(d, c.method, c.path, c.body, c.headers...)
 			if st != c.status {
 				t.Fatalf("status %d, want %d: %s", st, c.status, b)
 			}
@@ -64,14 +66,14 @@ func TestBrowserSafety(t *testing.T) {
 	}
 }
 
-func port(d *daemon) string { return d.URL[strings.LastIndexByte(d.URL, ':')+1:] }
+func port(d *harness.Daemon) string { return d.URL[strings.LastIndexByte(d.URL, ':')+1:] }
 
-// doHost is do with a settable Host header.
-func (d *daemon) doHost(method, path, body string, headers ...string) (int, http.Header, []byte) {
-	d.t.Helper()
+// doHost is Daemon.Do with a settable Host header.
+func doHost(d *harness.Daemon, method, path, body string, headers ...string) (int, http.Header, []byte) {
+	d.T().Helper()
 	req, err := http.NewRequest(method, d.URL+path, strings.NewReader(body))
 	if err != nil {
-		d.t.Fatal(err)
+		d.T().Fatal(err)
 	}
 	if body == "" {
 		req.Body = http.NoBody
@@ -85,7 +87,7 @@ func (d *daemon) doHost(method, path, body string, headers ...string) (int, http
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
+		d.T().Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -94,7 +96,7 @@ func (d *daemon) doHost(method, path, body string, headers ...string) (int, http
 
 // Headers over the limit get a problem, not net/http's text/plain.
 func TestHeadersTooLarge(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	c, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +134,8 @@ func TestTokenFile(t *testing.T) {
 		}
 	}
 	write("# team\nalpha\n\n  beta  \n")
-	d := startDaemon(t, daemonOpts{Args: []string{"--token-file", file}})
-	d.check(t, []policyCheck{
+	d := harness.Start(t, harness.Options{Args: []string{"--token-file", file}})
+	check(t, d, []policyCheck{
 		{name: "first", token: "alpha", method: "GET", path: "/v1/health", status: 200},
 		{name: "second", token: "beta", method: "GET", path: "/v1/health", status: 200},
 		{name: "metrics too", token: "beta", method: "GET", path: "/metrics", status: 200},
@@ -141,25 +143,25 @@ func TestTokenFile(t *testing.T) {
 		{name: "none", method: "GET", path: "/metrics", status: 401},
 	})
 	write("gamma\n")
-	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.Cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(t, d, "token file reloaded")
-	d.check(t, []policyCheck{
+	check(t, d, []policyCheck{
 		{name: "new token", token: "gamma", method: "GET", path: "/v1/health", status: 200},
 		{name: "old token gone", token: "alpha", method: "GET", path: "/v1/health", status: 401},
 	})
 	write("")
-	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.Cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(t, d, "keeping the previous tokens")
-	d.check(t, []policyCheck{{name: "kept", token: "gamma", method: "GET", path: "/v1/health", status: 200}})
+	check(t, d, []policyCheck{{name: "kept", token: "gamma", method: "GET", path: "/v1/health", status: 200}})
 
 	for name, path := range map[string]string{"missing": filepath.Join(t.TempDir(), "nope"), "empty": file} {
-		cmd := exec.Command(binary, "server", "--port", "0", "--token-file", path)
+		cmd := exec.Command(harness.Binary, "server", "--port", "0", "--token-file", path)
 		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 		if out, err := runBounded(cmd, 30*time.Second); err == nil || !strings.Contains(out, "--token-file") {
 			t.Errorf("%s token file: %v\n%s", name, err, out)
 		}
 	}
-	cmd := exec.Command(binary, "server", "--port", "0", "--token-file", file, "--token", "x")
+	cmd := exec.Command(harness.Binary, "server", "--port", "0", "--token-file", file, "--token", "x")
 	if out, err := runBounded(cmd, 30*time.Second); err == nil || !strings.Contains(out, "cannot be combined") {
 		t.Errorf("--token with --token-file: %v\n%s", err, out)
 	}
@@ -170,16 +172,16 @@ func TestTokenFile(t *testing.T) {
 func TestTokenNotInherited(t *testing.T) {
 	home := t.TempDir()
 	agents := filepath.Join(home, "agents.json")
-	self := binary
+	self := harness.Binary
 	doc := `{"agents":[{"id":"envdump","command":"/bin/sh","args":["-c","env > \"$HOME/agent-env\"; exec ` + self + ` mock-agent-process"]}]}`
 	if err := os.WriteFile(agents, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, daemonOpts{Home: home, Args: []string{"--agents-file", agents}, Env: []string{"SANDBOX_AGENT_TOKEN=env-secret-tok"}})
-	if st, msg := d.call("", "GET", "/v1/health", ""); st != 401 {
+	d := harness.Start(t, harness.Options{Home: home, Args: []string{"--agents-file", agents}, Env: []string{"SANDBOX_AGENT_TOKEN=env-secret-tok"}})
+	if st, msg := call(d, "", "GET", "/v1/health", ""); st != 401 {
 		t.Fatalf("without the token: %d %s", st, msg)
 	}
-	if st, msg := d.acp("env-secret-tok", "/v1/acp/e?agent=envdump", policyInit); st != 200 {
+	if st, msg := acpPost(d, "env-secret-tok", "/v1/acp/e?agent=envdump", policyInit); st != 200 {
 		t.Fatalf("start: %d %s", st, msg)
 	}
 	env, err := os.ReadFile(filepath.Join(home, "agent-env"))

@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // stdioPeer is the mock agent spoken to directly over its pipes.
@@ -38,7 +40,7 @@ type stdioPeer struct {
 
 func startStdioMock(b *testing.B) *stdioPeer {
 	b.Helper()
-	cmd := exec.Command(binary, "mock-agent-process")
+	cmd := exec.Command(harness.Binary, "mock-agent-process")
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -147,7 +149,7 @@ func startHTTPEcho(b *testing.B) string {
 // startTestAgentServer runs testagent in one of its HTTP modes and returns
 // the URL it listens on.
 func startTestAgentServer(b *testing.B, args ...string) string {
-	cmd := exec.Command(testAgent, args...)
+	cmd := exec.Command(harness.TestAgent, args...)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -169,8 +171,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 		p := startStdioMock(b)
 		p.call(b, initMsg, `"id":1`)
 		bare := newPoster(startHTTPEcho(b), nil)
-		d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
-		if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+		d := harness.Start(b, harness.Options{Args: []string{"--log-level", "warn"}})
+		if st, body := d.Post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
 			b.Fatalf("%d %s", st, body)
 		}
 		daemon := newPoster(d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
@@ -252,20 +254,20 @@ func BenchmarkRoundTrip(b *testing.B) {
 	// The same minimal proxy as its own process, on the daemon's number of
 	// Ps: what the daemon's design adds is the difference to "daemon".
 	b.Run("minimal-proxy-process", func(b *testing.B) {
-		url := startTestAgentServer(b, "-proxy", "127.0.0.1:0", strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2)), binary, "mock-agent-process")
+		url := startTestAgentServer(b, "-proxy", "127.0.0.1:0", strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2)), harness.Binary, "mock-agent-process")
 		timePosts(b, url, []byte(`"echoedMethod"`))
 	})
 	// The daemon as shipped (its scheduler on half the CPUs) and with one P
 	// per CPU, Go's default; cpu-µs/op is the daemon's own CPU time.
 	for _, c := range schedulers {
 		b.Run(c.name, func(b *testing.B) {
-			d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}, Env: c.env})
-			if st, body := d.post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
+			d := harness.Start(b, harness.Options{Args: []string{"--log-level", "warn"}, Env: c.env})
+			if st, body := d.Post("/v1/acp/rt?agent=mock", initMsg); st != 200 {
 				b.Fatalf("%d %s", st, body)
 			}
-			cpu := processCPU(b, d.cmd.Process.Pid)
+			cpu := processCPU(b, d.Cmd.Process.Pid)
 			timePosts(b, d.URL+"/v1/acp/rt", []byte(`"echoedMethod"`))
-			b.ReportMetric(float64((processCPU(b, d.cmd.Process.Pid)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((processCPU(b, d.Cmd.Process.Pid)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
@@ -289,11 +291,11 @@ func BenchmarkConcurrentClients(b *testing.B) {
 	const clients = 32
 	for _, c := range schedulers {
 		b.Run(c.name, func(b *testing.B) {
-			d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}, Env: c.env})
+			d := harness.Start(b, harness.Options{Args: []string{"--log-level", "warn"}, Env: c.env})
 			posters := make([]*poster, clients)
 			for i := range posters {
 				id := fmt.Sprintf("/v1/acp/c%d", i)
-				if st, body := d.post(id+"?agent=mock", initMsg); st != 200 {
+				if st, body := d.Post(id+"?agent=mock", initMsg); st != 200 {
 					b.Fatalf("%d %s", st, body)
 				}
 				posters[i] = newPoster(d.URL+id, []byte(`"echoedMethod"`))
@@ -362,21 +364,21 @@ func BenchmarkStream(b *testing.B) {
 		b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
 	})
 	b.Run("daemon", func(b *testing.B) {
-		d := startDaemon(b, daemonOpts{Args: []string{"--log-level", "warn"}})
-		d.post("/v1/acp/st?agent=mock", initMsg)
-		_, line := d.post("/v1/acp/st", newSession)
+		d := harness.Start(b, harness.Options{Args: []string{"--log-level", "warn"}})
+		d.Post("/v1/acp/st?agent=mock", initMsg)
+		_, line := d.Post("/v1/acp/st", newSession)
 		sid := sessionID(b, line)
-		s := d.stream("/v1/acp/st", "Last-Event-ID", "2")
+		s := d.Stream("/v1/acp/st", "Last-Event-ID", "2")
 		events, lost, i := 0, 0, 0
 		start := time.Now()
 		for b.Loop() {
 			i++
-			if st, body := d.post("/v1/acp/st", prompt(sid, i)); st != 202 {
+			if st, body := d.Post("/v1/acp/st", prompt(sid, i)); st != 202 {
 				b.Fatalf("%d %s", st, body)
 			}
 			n, done := 0, fmt.Sprintf(`"id":"p%d"`, i)
 			for {
-				ev := s.nextWithin(b, time.Minute)
+				ev := s.NextWithin(b, time.Minute)
 				if ev.ID == "" {
 					b.Fatalf("gap frame: %s", ev.Data)
 				}

@@ -7,15 +7,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // TestCLIAPIACP drives a daemon with `sandbox-agent api acp ...`.
 func TestCLIAPIACP(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--token", "tok"}})
+	d := harness.Start(t, harness.Options{Args: []string{"--token", "tok"}})
 	run := func(stdin string, args ...string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, binary, append([]string{"api", "acp"}, args...)...)
+		cmd := exec.CommandContext(ctx, harness.Binary, append([]string{"api", "acp"}, args...)...)
 		cmd.Args = append(cmd.Args, "--endpoint", d.URL, "--token", "tok")
 		cmd.Stdin = strings.NewReader(stdin)
 		var out, errb bytes.Buffer
@@ -34,7 +36,7 @@ func TestCLIAPIACP(t *testing.T) {
 	// The stream resumes after event 1 and is cut by the timeout below.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "api", "acp", "stream", "cli", "--ids", "--last-event-id", "1", "--endpoint", d.URL, "--token", "tok")
+	cmd := exec.CommandContext(ctx, harness.Binary, "api", "acp", "stream", "cli", "--ids", "--last-event-id", "1", "--endpoint", d.URL, "--token", "tok")
 	var so bytes.Buffer
 	cmd.Stdout = &so
 	_ = cmd.Run()

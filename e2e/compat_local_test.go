@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // TestCompatSDKLocalLauncher: the official SDK spawns our binary with the
@@ -12,7 +14,7 @@ import (
 // and stops it with SIGTERM; nothing of the daemon's agents is left.
 func TestCompatSDKLocalLauncher(t *testing.T) {
 	home := t.TempDir()
-	out := runNode(t, "sdk-local.mjs", 60*time.Second, "BINARY="+binary, "HOME="+home, "XDG_DATA_HOME="+home+"/.local/share",
+	out := runNode(t, "sdk-local.mjs", 60*time.Second, "BINARY="+harness.Binary, "HOME="+home, "XDG_DATA_HOME="+home+"/.local/share",
 		"SANDBOX_AGENT_ACP_REGISTRY_URL=http://127.0.0.1:9/registry.json")
 	m := regexp.MustCompile(`agent pid (\d+)`).FindStringSubmatch(out)
 	if m == nil {

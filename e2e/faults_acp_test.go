@@ -19,13 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 // logPeakRSS logs the daemon's peak resident set size so far.
-func logPeakRSS(t *testing.T, d *daemon, what string) int64 {
+func logPeakRSS(t *testing.T, d *harness.Daemon, what string) int64 {
 	t.Helper()
-	kib := statusKiB(t, d.cmd.Process.Pid, "VmHWM")
+	kib := statusKiB(t, d.Cmd.Process.Pid, "VmHWM")
 	t.Logf("daemon peak RSS (VmHWM) %s: %.1f MiB", what, float64(kib)/1024)
 	return kib
 }
@@ -55,7 +56,7 @@ func descendants(pid int) []int {
 // case-insensitively with the last one winning, so case variants and
 // duplicates of the JSON-RPC members are refused before anything starts.
 func TestFaultAmbiguousMembers(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--log-level", "info"}})
+	d := harness.Start(t, harness.Options{Args: []string{"--log-level", "info"}})
 	newSession := `"params":{"cwd":"/","mcpServers":[]}`
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","Method":"session/new",` + newSession + `}`,
@@ -63,30 +64,30 @@ func TestFaultAmbiguousMembers(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","method":"session/new",` + newSession + `}`,
 		`{"jsonrpc":"2.0","id":1,"Id":2,"method":"initialize"}`,
 	} {
-		st, b := d.post("/v1/acp/amb?agent=mock", body)
+		st, b := d.Post("/v1/acp/amb?agent=mock", body)
 		p := parseProblem(t, b)
 		if st != 400 || p.Type != "urn:sandbox-agent:error:invalid_request" || !strings.Contains(p.Detail, "ambiguous") {
 			t.Fatalf("%s: %d %s", body, st, b)
 		}
 	}
-	if n := len(d.servers()); n != 0 {
+	if n := len(d.Servers()); n != 0 {
 		t.Fatalf("a refused frame started %d instances", n)
 	}
-	if st, b := d.post("/v1/acp/amb?agent=mock", initMsg); st != 200 {
+	if st, b := d.Post("/v1/acp/amb?agent=mock", initMsg); st != 200 {
 		t.Fatalf("initialize: %d %s", st, b)
 	}
-	s := d.stream("/v1/acp/amb")
+	s := d.Stream("/v1/acp/amb")
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":2,"method":"session/cancel","Method":"session/new",` + newSession + `}`,
 		`{"jsonrpc":"2.0","id":2,"meThod":"session/new",` + newSession + `}`,
 		`{"jsonrpc":"2.0","id":2,"method":"session/new","Params":{},` + newSession + `}`,
 	} {
-		if st, b := d.post("/v1/acp/amb", body); st != 400 {
+		if st, b := d.Post("/v1/acp/amb", body); st != 400 {
 			t.Fatalf("%s: %d %s", body, st, b)
 		}
 	}
 	// The agent never saw them: the next id 2 is answered as the first one.
-	st, b := d.post("/v1/acp/amb", `{"jsonrpc":"2.0","id":2,"method":"session/new",`+newSession+`}`)
+	st, b := d.Post("/v1/acp/amb", `{"jsonrpc":"2.0","id":2,"method":"session/new",`+newSession+`}`)
 	if st != 200 || !strings.Contains(string(b), `"sessionId"`) {
 		t.Fatalf("session/new: %d %s", st, b)
 	}
@@ -98,10 +99,10 @@ func TestFaultAmbiguousMembers(t *testing.T) {
 // and nothing is started; DELETE frees a slot. A server id that is not
 // valid UTF-8 is refused (it could never be named again).
 func TestFaultManyServerIDs(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--max-instances", "5", "--log-level", "info")})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--max-instances", "5", "--log-level", "info")})
 	var refused int
 	for i := range 12 {
-		st, h, b := d.do("POST", fmt.Sprintf("/v1/acp/many-%d?agent=test", i), []byte(initMsg), "Content-Type", "application/json")
+		st, h, b := d.Do("POST", fmt.Sprintf("/v1/acp/many-%d?agent=test", i), []byte(initMsg), "Content-Type", "application/json")
 		switch {
 		case i < 5 && st == 200:
 		case i >= 5 && st == 429:
@@ -114,27 +115,27 @@ func TestFaultManyServerIDs(t *testing.T) {
 			t.Fatalf("POST %d: %d %s", i, st, b)
 		}
 	}
-	if n := len(d.servers()); n != 5 || refused != 7 {
+	if n := len(d.Servers()); n != 5 || refused != 7 {
 		t.Fatalf("%d instances, %d refused", n, refused)
 	}
-	if n := len(descendants(d.cmd.Process.Pid)); n > 10 {
+	if n := len(descendants(d.Cmd.Process.Pid)); n > 10 {
 		t.Fatalf("%d processes under the daemon for 5 agents", n)
 	}
-	if st, _, _ := d.do("DELETE", "/v1/acp/many-0", nil); st != 204 {
+	if st, _, _ := d.Do("DELETE", "/v1/acp/many-0", nil); st != 204 {
 		t.Fatalf("DELETE: %d", st)
 	}
-	if st, b := d.post("/v1/acp/many-new?agent=test", initMsg); st != 200 {
+	if st, b := d.Post("/v1/acp/many-new?agent=test", initMsg); st != 200 {
 		t.Fatalf("after DELETE: %d %s", st, b)
 	}
 
 	for _, id := range []string{"%ff%fe", "ok%c3", "%ed%a0%80"} {
-		st, b := d.post("/v1/acp/"+id+"?agent=test", initMsg)
+		st, b := d.Post("/v1/acp/"+id+"?agent=test", initMsg)
 		p := parseProblem(t, b)
 		if st != 400 || p.Type != "urn:sandbox-agent:error:invalid_request" || !strings.Contains(p.Detail, "UTF-8") {
 			t.Fatalf("server id %s: %d %s", id, st, b)
 		}
 	}
-	for _, s := range d.servers() {
+	for _, s := range d.Servers() {
 		if strings.ContainsRune(s.ServerID, '\uFFFD') {
 			t.Fatalf("listed %q", s.ServerID)
 		}
@@ -146,16 +147,16 @@ func TestFaultManyServerIDs(t *testing.T) {
 // --exited-ttl, then are forgotten; at most 100 stay.
 func TestFaultExitedInstances(t *testing.T) {
 	t.Run("ttl", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--exited-ttl", "1s", "--log-level", "info")})
+		d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--exited-ttl", "1s", "--log-level", "info")})
 		for i := range 3 {
 			id := fmt.Sprintf("gone-%d", i)
-			if st, b := d.post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
+			if st, b := d.Post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
 				t.Fatalf("bootstrap: %d %s", st, b)
 			}
-			d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"exit","params":{"code":3}}`)
+			d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"exit","params":{"code":3}}`)
 		}
-		eventually(t, 5*time.Second, "all exited and listed", func() bool {
-			ss := d.servers()
+		harness.Eventually(t, 5*time.Second, "all exited and listed", func() bool {
+			ss := d.Servers()
 			for _, s := range ss {
 				if s.State != "exited" {
 					return false
@@ -163,25 +164,25 @@ func TestFaultExitedInstances(t *testing.T) {
 			}
 			return len(ss) == 3
 		})
-		if st, _, b := d.do("GET", "/v1/acp/gone-0/stderr", nil); st != 200 || !strings.Contains(string(b), "exiting with 3") {
+		if st, _, b := d.Do("GET", "/v1/acp/gone-0/stderr", nil); st != 200 || !strings.Contains(string(b), "exiting with 3") {
 			t.Fatalf("stderr of an exited instance: %d %q", st, b)
 		}
-		eventually(t, 10*time.Second, "exited instances forgotten", func() bool { return len(d.servers()) == 0 })
-		if st, _, _ := d.do("GET", "/v1/acp/gone-0/stderr", nil); st != 404 {
+		harness.Eventually(t, 10*time.Second, "exited instances forgotten", func() bool { return len(d.Servers()) == 0 })
+		if st, _, _ := d.Do("GET", "/v1/acp/gone-0/stderr", nil); st != 404 {
 			t.Fatalf("stderr after the TTL: %d", st)
 		}
 	})
 	t.Run("at most 100", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "warn")})
+		d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "warn")})
 		for i := range 110 {
 			id := fmt.Sprintf("x-%03d", i)
-			if st, b := d.post("/v1/acp/"+id+"?agent=test", `{"jsonrpc":"2.0","method":"exit","params":{"code":0}}`); st != 202 {
+			if st, b := d.Post("/v1/acp/"+id+"?agent=test", `{"jsonrpc":"2.0","method":"exit","params":{"code":0}}`); st != 202 {
 				t.Fatalf("POST %s: %d %s", id, st, b)
 			}
 			// Exits in order, so the oldest are the ones forgotten.
-			eventually(t, 5*time.Second, id+" exited", func() bool { return d.server(id).State == "exited" })
+			harness.Eventually(t, 5*time.Second, id+" exited", func() bool { return d.Server(id).State == "exited" })
 		}
-		ss := d.servers()
+		ss := d.Servers()
 		if len(ss) != 100 || ss[0].ServerID != "x-010" {
 			t.Fatalf("%d listed, first %s; want 100 from x-010", len(ss), ss[0].ServerID)
 		}
@@ -193,24 +194,24 @@ func TestFaultExitedInstances(t *testing.T) {
 // --inflight-bytes, and past it the daemon answers 503 at once instead of
 // holding them. Health stays quick.
 func TestFaultInflightBytes(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--inflight-bytes", "16777216", "--stdin-write-timeout", "3s", "--log-level", "info"),
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--inflight-bytes", "16777216", "--stdin-write-timeout", "3s", "--log-level", "info"),
 		Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=1000"}})
-	if st, b := d.post("/v1/acp/w?agent=test", initMsg); st != 200 {
+	if st, b := d.Post("/v1/acp/w?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
-	if st, b := d.post("/v1/acp/w", `{"jsonrpc":"2.0","id":2,"method":"wedge"}`); st != 504 {
+	if st, b := d.Post("/v1/acp/w", `{"jsonrpc":"2.0","id":2,"method":"wedge"}`); st != 504 {
 		t.Fatalf("wedge: %d %s", st, b)
 	}
-	rss0 := statusKiB(t, d.cmd.Process.Pid, "VmRSS")
+	rss0 := statusKiB(t, d.Cmd.Process.Pid, "VmRSS")
 	big := `{"jsonrpc":"2.0","method":"echo","params":{"pad":"` + strings.Repeat("x", 3<<20) + `"}}`
 	var results []<-chan postResult
 	for range 20 {
-		results = append(results, d.postAsync(context.Background(), "/v1/acp/w", big))
+		results = append(results, postAsync(context.Background(), d, "/v1/acp/w", big))
 	}
 	var worst time.Duration
 	for range 10 {
 		start := time.Now()
-		if st, _, _ := d.do("GET", "/v1/health", nil); st != 200 {
+		if st, _, _ := d.Do("GET", "/v1/health", nil); st != 200 {
 			t.Fatalf("health: %d", st)
 		}
 		worst = max(worst, time.Since(start))
@@ -239,10 +240,10 @@ func TestFaultInflightBytes(t *testing.T) {
 		t.Fatalf("peak RSS grew by %d KiB (budget 16 MiB)", growth)
 	}
 	// The budget is given back: small POSTs to another agent pass.
-	if st, b := d.post("/v1/acp/ok?agent=test", initMsg); st != 200 {
+	if st, b := d.Post("/v1/acp/ok?agent=test", initMsg); st != 200 {
 		t.Fatalf("after the flood: %d %s", st, b)
 	}
-	if got := d.metrics()["sandbox_agent_acp_inflight_body_bytes"]; got != 0 {
+	if got := d.Metrics()["sandbox_agent_acp_inflight_body_bytes"]; got != 0 {
 		t.Fatalf("in-flight gauge %v after every POST was answered", got)
 	}
 }
@@ -253,16 +254,16 @@ func TestFaultInflightBytes(t *testing.T) {
 // count against it too: agents writing lines it has no room for are
 // stopped, and the daemon's memory stays bounded.
 func TestFaultReplayBounds(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--replay-bytes", "1048576", "--replay-total", "6291456", "--log-level", "info")})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--replay-bytes", "1048576", "--replay-total", "6291456", "--log-level", "info")})
 	const agents = 6
 	for i := range agents {
 		id := fmt.Sprintf("r-%d", i)
-		if st, b := d.post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
+		if st, b := d.Post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
 			t.Fatalf("bootstrap: %d %s", st, b)
 		}
 	}
 	sum := func() (total int64) {
-		st, _, b := d.do("GET", "/v1/acp", nil)
+		st, _, b := d.Do("GET", "/v1/acp", nil)
 		if st != 200 {
 			t.Fatal(st)
 		}
@@ -274,20 +275,20 @@ func TestFaultReplayBounds(t *testing.T) {
 		return total
 	}
 	// One 2 MiB line each (twice the log), with a live reader on r-0.
-	live := d.stream("/v1/acp/r-0")
+	live := d.Stream("/v1/acp/r-0")
 	for i := range agents {
 		id := fmt.Sprintf("r-%d", i)
-		d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"bigline","params":{"n":2097152}}`)
-		eventually(t, 10*time.Second, id+" wrote its line", func() bool { return d.server(id).LastEventID >= 2 })
+		d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"bigline","params":{"n":2097152}}`)
+		harness.Eventually(t, 10*time.Second, id+" wrote its line", func() bool { return d.Server(id).LastEventID >= 2 })
 	}
-	if ev := live.until(t, 10*time.Second, hasMethod("big")); len(ev.Data) < 2<<20 {
+	if ev := live.Until(t, 10*time.Second, harness.HasMethod("big")); len(ev.Data) < 2<<20 {
 		t.Fatalf("live reader got %d bytes", len(ev.Data))
 	}
 	if got := sum(); got > 1<<20 {
 		t.Fatalf("replay holds %d bytes after lines larger than the log", got)
 	}
-	s := d.stream("/v1/acp/r-1", "Last-Event-ID", "1")
-	gap := s.nextWithin(t, 5*time.Second)
+	s := d.Stream("/v1/acp/r-1", "Last-Event-ID", "1")
+	gap := s.NextWithin(t, 5*time.Second)
 	if gap.ID != "" || !strings.Contains(gap.Data, "_adapter/replay_gap") {
 		t.Fatalf("resuming before the big line: %+v", gap)
 	}
@@ -296,17 +297,17 @@ func TestFaultReplayBounds(t *testing.T) {
 	// Lines under the per-log budget, 1.5 MiB per agent: 9 MiB in all
 	// against a 6 MiB total.
 	for i := range agents {
-		d.post(fmt.Sprintf("/v1/acp/r-%d", i), `{"jsonrpc":"2.0","method":"bigline","params":{"n":196608,"count":8}}`)
+		d.Post(fmt.Sprintf("/v1/acp/r-%d", i), `{"jsonrpc":"2.0","method":"bigline","params":{"n":196608,"count":8}}`)
 	}
-	eventually(t, 10*time.Second, "every line appended", func() bool {
-		for _, s := range d.servers() {
+	harness.Eventually(t, 10*time.Second, "every line appended", func() bool {
+		for _, s := range d.Servers() {
 			if s.LastEventID < 10 {
 				return false
 			}
 		}
 		return true
 	})
-	if got := d.metrics()["sandbox_agent_replay_budget_bytes"]; got > 6<<20 {
+	if got := d.Metrics()["sandbox_agent_replay_budget_bytes"]; got > 6<<20 {
 		t.Fatalf("replay budget gauge %v over --replay-total 6 MiB", got)
 	}
 	if got := sum(); got > 6<<20 {
@@ -314,8 +315,8 @@ func TestFaultReplayBounds(t *testing.T) {
 	} else {
 		t.Logf("replay total %d bytes (limit %d)", got, 6<<20)
 	}
-	s = d.stream("/v1/acp/r-5", "Last-Event-ID", "2")
-	if gap := s.nextWithin(t, 5*time.Second); !strings.Contains(gap.Data, "_adapter/replay_gap") {
+	s = d.Stream("/v1/acp/r-5", "Last-Event-ID", "2")
+	if gap := s.NextWithin(t, 5*time.Second); !strings.Contains(gap.Data, "_adapter/replay_gap") {
 		t.Fatalf("resuming an evicted log: %.200s", gap.Data)
 	}
 	logPeakRSS(t, d, "6 agents × (one 2 MiB line + 1.5 MiB of lines), replay 1 MiB / 6 MiB total")
@@ -323,30 +324,30 @@ func TestFaultReplayBounds(t *testing.T) {
 	// Lines no budget can hold (5 MiB, read into 10 MiB, from all at once):
 	// the agents are stopped, the daemon's memory stays put.
 	for i := range agents {
-		d.post(fmt.Sprintf("/v1/acp/r-%d", i), `{"jsonrpc":"2.0","method":"bigline","params":{"n":5242880}}`)
+		d.Post(fmt.Sprintf("/v1/acp/r-%d", i), `{"jsonrpc":"2.0","method":"bigline","params":{"n":5242880}}`)
 	}
-	eventually(t, 10*time.Second, "agents stopped", func() bool {
-		for _, s := range d.servers() {
+	harness.Eventually(t, 10*time.Second, "agents stopped", func() bool {
+		for _, s := range d.Servers() {
 			if s.State != "exited" {
 				return false
 			}
 		}
 		return true
 	})
-	if !strings.Contains(d.logs.String(), "replay budget has no room") {
+	if !strings.Contains(d.Logs(), "replay budget has no room") {
 		t.Fatalf("no log line says why the agents were stopped")
 	}
 	if peak := logPeakRSS(t, d, "after 6 agents wrote 5 MiB lines against a 6 MiB total"); peak > 96<<10 {
 		t.Fatalf("peak RSS %d KiB", peak)
 	}
-	if st, b := d.post("/v1/acp/after?agent=test", initMsg); st != 200 {
+	if st, b := d.Post("/v1/acp/after?agent=test", initMsg); st != 200 {
 		t.Fatalf("daemon after the attack: %d %s", st, b)
 	}
 }
 
 // rawConn opens a connection and sends the head of a POST whose body will
 // come slowly, or never.
-func rawConn(t testing.TB, d *daemon, path string) net.Conn {
+func rawConn(t testing.TB, d *harness.Daemon, path string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
 	if err != nil {
@@ -360,8 +361,8 @@ func rawConn(t testing.TB, d *daemon, path string) net.Conn {
 // Request bodies that trickle or stall are cut after --read-idle-timeout
 // with a 408 problem; the daemon holds nothing for them afterwards.
 func TestFaultTricklingBodies(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--read-idle-timeout", "1s", "--log-level", "info")})
-	if st, b := d.post("/v1/acp/t?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--read-idle-timeout", "1s", "--log-level", "info")})
+	if st, b := d.Post("/v1/acp/t?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
 	const n = 200
@@ -389,7 +390,7 @@ func TestFaultTricklingBodies(t *testing.T) {
 			}
 		}()
 	}
-	if st, _, _ := d.do("GET", "/v1/health", nil); st != 200 {
+	if st, _, _ := d.Do("GET", "/v1/health", nil); st != 200 {
 		t.Fatalf("health: %d", st)
 	}
 	var mu sync.Mutex
@@ -441,8 +442,8 @@ func TestFaultTricklingBodies(t *testing.T) {
 // --max-conns new connections get a 503 problem at once.
 func TestFaultManyConnections(t *testing.T) {
 	t.Run("1000 open", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "info")})
-		if st, b := d.post("/v1/acp/c?agent=test", initMsg); st != 200 {
+		d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "info")})
+		if st, b := d.Post("/v1/acp/c?agent=test", initMsg); st != 200 {
 			t.Fatalf("bootstrap: %d %s", st, b)
 		}
 		addr := strings.TrimPrefix(d.URL, "http://")
@@ -460,7 +461,7 @@ func TestFaultManyConnections(t *testing.T) {
 		var lat []time.Duration
 		for range 50 {
 			start := time.Now()
-			if st, _, _ := d.do("GET", "/v1/health", nil); st != 200 {
+			if st, _, _ := d.Do("GET", "/v1/health", nil); st != 200 {
 				t.Fatalf("health: %d", st)
 			}
 			lat = append(lat, time.Since(start))
@@ -473,7 +474,7 @@ func TestFaultManyConnections(t *testing.T) {
 		logPeakRSS(t, d, "with 1000 idle or slow connections")
 	})
 	t.Run("past --max-conns", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: []string{"--max-conns", "20", "--log-level", "info"}})
+		d := harness.Start(t, harness.Options{Args: []string{"--max-conns", "20", "--log-level", "info"}})
 		addr := strings.TrimPrefix(d.URL, "http://")
 		http.DefaultClient.CloseIdleConnections()
 		var held []net.Conn
@@ -501,7 +502,7 @@ func TestFaultManyConnections(t *testing.T) {
 		}
 		// Closing one frees its slot.
 		held[0].Close()
-		eventually(t, 5*time.Second, "a slot frees up", func() bool {
+		harness.Eventually(t, 5*time.Second, "a slot frees up", func() bool {
 			resp, err := http.Get(d.URL + "/v1/health")
 			if err != nil {
 				return false
@@ -519,19 +520,19 @@ func TestFaultManyConnections(t *testing.T) {
 // setsidTree starts an instance whose agent has a grandchild that left its
 // process group and session and ignores SIGTERM. It returns the agent's
 // and the grandchild's pids.
-func setsidTree(t *testing.T, d *daemon, id string) (agent, grandchild int) {
+func setsidTree(t *testing.T, d *harness.Daemon, id string) (agent, grandchild int) {
 	t.Helper()
-	if st, b := d.post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
+	if st, b := d.Post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
-	s := d.stream("/v1/acp/" + id)
-	d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn-setsid"}`)
+	s := d.Stream("/v1/acp/" + id)
+	d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn-setsid"}`)
 	gc := spawnedPID(t, s)
 	s.Close()
 	if !proc.Alive(gc) {
 		t.Fatalf("grandchild %d not running", gc)
 	}
-	return d.server(id).PID, gc
+	return d.Server(id).PID, gc
 }
 
 // No survivors: after the daemon is SIGKILLed (or SIGTERMed), or after a
@@ -539,49 +540,49 @@ func setsidTree(t *testing.T, d *daemon, id string) (agent, grandchild int) {
 // still running 2 s later.
 func TestFaultNoSurvivors(t *testing.T) {
 	t.Run("daemon SIGKILL", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "info")})
+		d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "info")})
 		var all []int
 		for i := range 3 {
 			agent, gc := setsidTree(t, d, fmt.Sprintf("k-%d", i))
 			all = append(all, agent, gc)
 		}
-		all = append(all, descendants(d.cmd.Process.Pid)...)
+		all = append(all, descendants(d.Cmd.Process.Pid)...)
 		logPeakRSS(t, d, "with 3 agents")
-		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := d.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		<-d.done
+		<-d.Done()
 		waitGone(t, 2*time.Second, all...)
 	})
 	t.Run("daemon SIGTERM", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--stop-grace", "500ms", "--log-level", "info")})
+		d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--stop-grace", "500ms", "--log-level", "info")})
 		agent, gc := setsidTree(t, d, "t")
-		all := append([]int{agent, gc}, descendants(d.cmd.Process.Pid)...)
-		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		all := append([]int{agent, gc}, descendants(d.Cmd.Process.Pid)...)
+		if err := d.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-d.done:
+		case <-d.Done():
 		case <-time.After(10 * time.Second):
 			t.Fatal("daemon did not exit")
 		}
 		waitGone(t, 2*time.Second, all...)
 	})
 	t.Run("DELETE", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--stop-grace", "500ms", "--log-level", "info")})
+		d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--stop-grace", "500ms", "--log-level", "info")})
 		agent, gc := setsidTree(t, d, "del")
-		if st, _, _ := d.do("DELETE", "/v1/acp/del", nil); st != 204 {
+		if st, _, _ := d.Do("DELETE", "/v1/acp/del", nil); st != 204 {
 			t.Fatalf("DELETE: %d", st)
 		}
 		waitGone(t, 2*time.Second, agent, gc)
-		if left := descendants(d.cmd.Process.Pid); len(left) != 0 {
+		if left := descendants(d.Cmd.Process.Pid); len(left) != 0 {
 			t.Fatalf("processes left under the daemon: %v", left)
 		}
 	})
 	t.Run("agent exits on its own", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "info")})
+		d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "info")})
 		agent, gc := setsidTree(t, d, "own")
-		d.post("/v1/acp/own", `{"jsonrpc":"2.0","method":"exit","params":{"code":0}}`)
+		d.Post("/v1/acp/own", `{"jsonrpc":"2.0","method":"exit","params":{"code":0}}`)
 		waitGone(t, 2*time.Second, agent, gc)
 	})
 }
@@ -592,8 +593,8 @@ func TestFaultNoSurvivors(t *testing.T) {
 //
 //	go test ./e2e -run '^$' -bench HealthUnderConnections -benchtime 500x
 func BenchmarkHealthUnderConnections(b *testing.B) {
-	d := startDaemon(b, daemonOpts{Args: withTestAgent(b, "--log-level", "warn")})
-	if st, body := d.post("/v1/acp/c?agent=test", initMsg); st != 200 {
+	d := harness.Start(b, harness.Options{Args: harness.WithTestAgent(b, "--log-level", "warn")})
+	if st, body := d.Post("/v1/acp/c?agent=test", initMsg); st != 200 {
 		b.Fatalf("bootstrap: %d %s", st, body)
 	}
 	addr := strings.TrimPrefix(d.URL, "http://")

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // diskUse is the space the files under dir take on disk (allocated blocks,
@@ -52,8 +54,8 @@ func diskUse(t *testing.T, dir string) int64 {
 }
 
 // peakRSS is the daemon's VmHWM in KiB.
-func (d *daemon) peakRSS(t *testing.T) int64 {
-	return statusKiB(t, d.cmd.Process.Pid, "VmHWM")
+func peakRSS(t *testing.T, d *harness.Daemon) int64 {
+	return statusKiB(t, d.Cmd.Process.Pid, "VmHWM")
 }
 
 // sparseTar is what `tar --sparse` makes of a file of logical bytes that
@@ -137,9 +139,9 @@ func TestFaultSparseUpload(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			archive := sparseTar(t, tc.logical, tc.format)
-			d := startDaemon(t, daemonOpts{Args: tc.args})
+			d := harness.Start(t, harness.Options{Args: tc.args})
 			before := diskUse(t, d.Home)
-			st, h, body := d.do("POST", "/v1/fs/upload-batch?path=sp", archive, "Content-Type", "application/x-tar")
+			st, h, body := d.Do("POST", "/v1/fs/upload-batch?path=sp", archive, "Content-Type", "application/x-tar")
 			if st != tc.status {
 				t.Fatalf("status %d, want %d: %s", st, tc.status, body)
 			}
@@ -158,7 +160,7 @@ func TestFaultSparseUpload(t *testing.T) {
 				t.Errorf("target created: %v", err)
 			}
 			noStage(t, d.Home)
-			t.Logf("attack: %d-byte tar, %d GiB sparse entry: %d, peak RSS %d KiB, disk used %d KiB", len(archive), tc.logical>>30, st, d.peakRSS(t), used>>10)
+			t.Logf("attack: %d-byte tar, %d GiB sparse entry: %d, peak RSS %d KiB, disk used %d KiB", len(archive), tc.logical>>30, st, peakRSS(t, d), used>>10)
 		})
 	}
 }
@@ -167,10 +169,10 @@ func TestFaultSparseUpload(t *testing.T) {
 // the target existed or not, the refusal came from a name, a limit or a
 // client that went away.
 func TestFaultUploadAllOrNothing(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--max-extract", "1000"}})
+	d := harness.Start(t, harness.Options{Args: []string{"--max-extract", "1000"}})
 	bad := tarball(t, [3]string{"ok1", "one", ""}, [3]string{"ok2", "two", ""}, [3]string{"../bad", "x", ""})
 
-	st, h, body := d.do("POST", "/v1/fs/upload-batch?path=fresh/deep", bad, "Content-Type", "application/x-tar")
+	st, h, body := d.Do("POST", "/v1/fs/upload-batch?path=fresh/deep", bad, "Content-Type", "application/x-tar")
 	if p := problemOf(t, st, h, body); st != 400 || !strings.Contains(p["detail"].(string), `tar entry "../bad"`) {
 		t.Fatalf("ok1, ok2, ../bad: %d %s", st, body)
 	}
@@ -204,7 +206,7 @@ func TestFaultUploadAllOrNothing(t *testing.T) {
 		{"over --max-extract after two good entries", tarball(t, [3]string{"ok1", "one", ""}, [3]string{"sub/ok2", "two", ""}, [3]string{"big", strings.Repeat("x", 1001), ""}), 413},
 		{"link chain", tarball(t, [3]string{"d1/d2/", "", ""}, [3]string{"d1/d2/up", "", ".."}, [3]string{"l", "", "d1/d2/up/../.."}, [3]string{"ok2", "two", ""}), 400},
 	} {
-		st, _, body := d.do("POST", "/v1/fs/upload-batch?path=existing", tc.archive, "Content-Type", "application/x-tar")
+		st, _, body := d.Do("POST", "/v1/fs/upload-batch?path=existing", tc.archive, "Content-Type", "application/x-tar")
 		if st != tc.status {
 			t.Errorf("%s: %d %s", tc.name, st, body)
 		}
@@ -240,11 +242,11 @@ func TestFaultUploadAllOrNothing(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, 5*time.Second, "stage appears", func() bool { return stages() == 1 })
+	harness.Eventually(t, 5*time.Second, "stage appears", func() bool { return stages() == 1 })
 	cancel()
 	pw.CloseWithError(io.ErrClosedPipe)
 	<-done
-	eventually(t, 5*time.Second, "stage removed after disconnect", func() bool { return stages() == 0 })
+	harness.Eventually(t, 5*time.Second, "stage removed after disconnect", func() bool { return stages() == 0 })
 	if _, err := os.Stat(filepath.Join(d.Home, "gone")); !os.IsNotExist(err) {
 		t.Errorf("disconnected upload created its target: %v", err)
 	}
@@ -252,7 +254,7 @@ func TestFaultUploadAllOrNothing(t *testing.T) {
 
 	// And a good archive still lands, merged into what is there.
 	good := tarball(t, [3]string{"ok2", "two", ""}, [3]string{"sub/", "", ""}, [3]string{"sub/x", "x", ""})
-	if st, _, body := d.do("POST", "/v1/fs/upload-batch?path=existing", good, "Content-Type", "application/x-tar"); st != 200 {
+	if st, _, body := d.Do("POST", "/v1/fs/upload-batch?path=existing", good, "Content-Type", "application/x-tar"); st != 200 {
 		t.Fatalf("good upload: %d %s", st, body)
 	}
 	for p, c := range map[string]string{"ok1": "mine", "ok2": "two", "sub/x": "x"} {
@@ -261,13 +263,13 @@ func TestFaultUploadAllOrNothing(t *testing.T) {
 		}
 	}
 	noStage(t, d.Home)
-	t.Logf("all or nothing: refused archives and a disconnect left nothing; peak RSS %d KiB, disk used %d KiB (after the good upload)", d.peakRSS(t), diskUse(t, d.Home)>>10)
+	t.Logf("all or nothing: refused archives and a disconnect left nothing; peak RSS %d KiB, disk used %d KiB (after the good upload)", peakRSS(t, d), diskUse(t, d.Home)>>10)
 }
 
 // TestFaultConfigFIFO: a FIFO where a directory's mcp.json should be. On
 // main the GET hung, holding the one lock of every config directory.
 func TestFaultConfigFIFO(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	stuck := filepath.Join(d.Home, "stuck")
 	if err := os.MkdirAll(filepath.Join(stuck, ".sandbox-agent", "config"), 0o755); err != nil {
 		t.Fatal(err)
@@ -276,7 +278,7 @@ func TestFaultConfigFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := filepath.Join(d.Home, "good")
-	if st, _, body := d.do("PUT", "/v1/config/mcp?directory="+q(good)+"&mcpName=m", []byte(`{"type":"local","command":"c"}`), "Content-Type", "application/json"); st != 204 {
+	if st, _, body := d.Do("PUT", "/v1/config/mcp?directory="+q(good)+"&mcpName=m", []byte(`{"type":"local","command":"c"}`), "Content-Type", "application/json"); st != 204 {
 		t.Fatalf("put good: %d %s", st, body)
 	}
 
@@ -315,15 +317,15 @@ func TestFaultConfigFIFO(t *testing.T) {
 	if b.err != nil || b.st != 200 {
 		t.Errorf("GET of another directory: %d %s %v (after %v)", b.st, b.body, b.err, b.took)
 	}
-	t.Logf("FIFO config: GET %d after %v, other directory %d after %v; peak RSS %d KiB", a.st, a.took, b.st, b.took, d.peakRSS(t))
-	if st, _, body := d.do("PUT", "/v1/config/mcp?directory="+q(stuck)+"&mcpName=m", []byte(`{"type":"local","command":"c"}`), "Content-Type", "application/json"); st != 400 {
+	t.Logf("FIFO config: GET %d after %v, other directory %d after %v; peak RSS %d KiB", a.st, a.took, b.st, b.took, peakRSS(t, d))
+	if st, _, body := d.Do("PUT", "/v1/config/mcp?directory="+q(stuck)+"&mcpName=m", []byte(`{"type":"local","command":"c"}`), "Content-Type", "application/json"); st != 400 {
 		t.Errorf("PUT into the FIFO's directory: %d %s", st, body)
 	}
 	// The FIFO is still there, untouched, and the daemon still answers.
 	if fi, err := os.Lstat(filepath.Join(stuck, ".sandbox-agent", "config", "mcp.json")); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
 		t.Errorf("FIFO replaced: %v %v", fi, err)
 	}
-	if st, _, _ := d.do("GET", "/v1/health", nil); st != 200 {
+	if st, _, _ := d.Do("GET", "/v1/health", nil); st != 200 {
 		t.Errorf("health: %d", st)
 	}
 }
@@ -336,7 +338,7 @@ func TestFaultMinFree(t *testing.T) {
 	target := `{"archive":"` + reg.URL + `/files/shell-agent-linux.tar.gz","cmd":"./bin/shell-agent"}`
 	reg.doc = `{"agents":[{"id":"shell-agent","version":"0.9.0","distribution":{"binary":{` +
 		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`
-	d := startDaemon(t, daemonOpts{Args: []string{"--min-free", strconv.FormatInt(1<<62, 10)}, Env: reg.env()})
+	d := harness.Start(t, harness.Options{Args: []string{"--min-free", strconv.FormatInt(1<<62, 10)}, Env: reg.env()})
 	before := diskUse(t, d.Home)
 
 	check := func(what string, st int, h http.Header, body []byte) {
@@ -346,11 +348,11 @@ func TestFaultMinFree(t *testing.T) {
 			t.Errorf("%s: %d %s", what, st, body)
 		}
 	}
-	st, h, body := d.do("PUT", "/v1/fs/file?path=f.txt", []byte("0123456789"))
+	st, h, body := d.Do("PUT", "/v1/fs/file?path=f.txt", []byte("0123456789"))
 	check("PUT", st, h, body)
-	st, h, body = d.do("POST", "/v1/fs/upload-batch?path=up", tarball(t, [3]string{"a", "a", ""}), "Content-Type", "application/x-tar")
+	st, h, body = d.Do("POST", "/v1/fs/upload-batch?path=up", tarball(t, [3]string{"a", "a", ""}), "Content-Type", "application/x-tar")
 	check("upload-batch", st, h, body)
-	st, h, body = d.do("POST", "/v1/agents/shell-agent/install", []byte("{}"), "Content-Type", "application/json")
+	st, h, body = d.Do("POST", "/v1/agents/shell-agent/install", []byte("{}"), "Content-Type", "application/json")
 	check("install", st, h, body)
 	for _, p := range []string{"f.txt", "up"} {
 		if _, err := os.Stat(filepath.Join(d.Home, p)); !os.IsNotExist(err) {
@@ -364,7 +366,7 @@ func TestFaultMinFree(t *testing.T) {
 		return nil
 	})
 	noStage(t, d.Home)
-	t.Logf("min-free: PUT, upload-batch and install all 507; peak RSS %d KiB, disk used %d KiB", d.peakRSS(t), (diskUse(t, d.Home)-before)>>10)
+	t.Logf("min-free: PUT, upload-batch and install all 507; peak RSS %d KiB, disk used %d KiB", peakRSS(t, d), (diskUse(t, d.Home)-before)>>10)
 }
 
 // TestFaultMinFreeWhileWriting: the floor is crossed half-way through a
@@ -378,7 +380,7 @@ func TestFaultMinFreeWhileWriting(t *testing.T) {
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	const room = 64 << 20
-	d := startDaemon(t, daemonOpts{Home: home, Args: []string{"--min-free", strconv.FormatInt(free-room, 10)}})
+	d := harness.Start(t, harness.Options{Home: home, Args: []string{"--min-free", strconv.FormatInt(free-room, 10)}})
 	pr, pw := io.Pipe()
 	sent := make(chan int64, 1)
 	go func() {
@@ -409,30 +411,30 @@ func TestFaultMinFreeWhileWriting(t *testing.T) {
 		t.Errorf("fill.bin exists: %v", err)
 	}
 	noStage(t, home)
-	t.Logf("streamed PUT stopped after about %d MiB sent (floor %d MiB below free); peak RSS %d KiB, disk used %d KiB", n>>20, room>>20, d.peakRSS(t), diskUse(t, home)>>10)
+	t.Logf("streamed PUT stopped after about %d MiB sent (floor %d MiB below free); peak RSS %d KiB, disk used %d KiB", n>>20, room>>20, peakRSS(t, d), diskUse(t, home)>>10)
 }
 
 // TestFaultFSSmall: the small fs answers of issue 11.
 func TestFaultFSSmall(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	if st, _, body := d.do("PUT", "/v1/fs/file?path=ten.txt", []byte("0123456789")); st != 200 {
+	d := harness.Start(t, harness.Options{})
+	if st, _, body := d.Do("PUT", "/v1/fs/file?path=ten.txt", []byte("0123456789")); st != 200 {
 		t.Fatalf("put: %d %s", st, body)
 	}
 
 	t.Run("unsatisfiable ranges are 416", func(t *testing.T) {
 		for _, rng := range []string{"bytes=-0", "bytes=10-", "bytes=10-20", "bytes=-0,20-30"} {
-			st, h, body := d.do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", rng)
+			st, h, body := d.Do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", rng)
 			problemOf(t, st, h, body)
 			if st != 416 || h.Get("Content-Range") != "bytes */10" {
 				t.Errorf("%s: %d %q %s", rng, st, h.Get("Content-Range"), body)
 			}
 		}
-		st, h, body := d.do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", "bytes=-3")
+		st, h, body := d.Do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", "bytes=-3")
 		if st != 206 || string(body) != "789" || h.Get("Content-Range") != "bytes 7-9/10" {
 			t.Errorf("bytes=-3: %d %q %s", st, h.Get("Content-Range"), body)
 		}
 		// The ranges that overlap are served alone.
-		st, h, body = d.do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", "bytes=-0,0-1")
+		st, h, body = d.Do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", "bytes=-0,0-1")
 		if st != 206 || string(body) != "01" || h.Get("Content-Range") != "bytes 0-1/10" {
 			t.Errorf("bytes=-0,0-1: %d %q %s", st, h.Get("Content-Range"), body)
 		}
@@ -443,7 +445,7 @@ func TestFaultFSSmall(t *testing.T) {
 			{"GET", "/v1/fs/file?path=nope"}, {"GET", "/v1/fs/stat?path=nope"},
 			{"GET", "/v1/fs/entries?path=nope"}, {"DELETE", "/v1/fs/entry?path=nope"},
 		} {
-			st, h, body := d.do(c.method, c.path, nil)
+			st, h, body := d.Do(c.method, c.path, nil)
 			p := problemOf(t, st, h, body)
 			if st != 404 || p["type"] != "urn:sandbox-agent:error:not_found" || !strings.Contains(p["detail"].(string), "path not found: "+d.Home+"/nope") {
 				t.Errorf("%s %s: %d %s", c.method, c.path, st, body)
@@ -454,13 +456,13 @@ func TestFaultFSSmall(t *testing.T) {
 	t.Run("too-long names are 400", func(t *testing.T) {
 		long := strings.Repeat("n", 300)
 		for _, p := range []string{long, "dir/" + long + "/x", strings.Repeat("d/", 2100)} {
-			st, h, body := d.do("PUT", "/v1/fs/file?path="+q(p), []byte("x"))
+			st, h, body := d.Do("PUT", "/v1/fs/file?path="+q(p), []byte("x"))
 			problemOf(t, st, h, body)
 			if st != 400 || !strings.Contains(string(body), "too long") {
 				t.Errorf("PUT %d-byte path: %d %s", len(p), st, body)
 			}
 		}
-		st, h, body := d.do("POST", "/v1/fs/upload-batch?path=up", tarball(t, [3]string{long, "x", ""}), "Content-Type", "application/x-tar")
+		st, h, body := d.Do("POST", "/v1/fs/upload-batch?path=up", tarball(t, [3]string{long, "x", ""}), "Content-Type", "application/x-tar")
 		problemOf(t, st, h, body)
 		if st != 400 || !strings.Contains(string(body), "too long") {
 			t.Errorf("tar entry with a %d-byte name: %d %s", len(long), st, body)
@@ -469,7 +471,7 @@ func TestFaultFSSmall(t *testing.T) {
 
 	t.Run("every 413 has details.limitBytes", func(t *testing.T) {
 		big := []byte(`{"from":"` + strings.Repeat("a", 2<<20) + `","to":"b"}`)
-		st, h, body := d.do("POST", "/v1/fs/move", big, "Content-Type", "application/json")
+		st, h, body := d.Do("POST", "/v1/fs/move", big, "Content-Type", "application/json")
 		p := problemOf(t, st, h, body)
 		if st != 413 || limitBytes(p) != 1<<20 {
 			t.Errorf("move: %d %s", st, body[:min(len(body), 300)])
@@ -481,7 +483,7 @@ func TestFaultFSSmall(t *testing.T) {
 		_ = os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
 		_ = os.Symlink("sub", filepath.Join(dir, "dirlink"))
 		_ = os.Symlink("../ten.txt", filepath.Join(dir, "filelink"))
-		st, _, body := d.do("GET", "/v1/fs/entries?path=links", nil)
+		st, _, body := d.Do("GET", "/v1/fs/entries?path=links", nil)
 		var entries []map[string]any
 		if st != 200 || json.Unmarshal(body, &entries) != nil || len(entries) != 3 {
 			t.Fatalf("entries: %d %s", st, body)
@@ -500,9 +502,9 @@ func TestFaultFSSmall(t *testing.T) {
 
 	t.Run("deleting the fs root is refused", func(t *testing.T) {
 		root := t.TempDir()
-		r := startDaemon(t, daemonOpts{Args: []string{"--fs-root", root}})
+		r := harness.Start(t, harness.Options{Args: []string{"--fs-root", root}})
 		for _, p := range []string{root, ".", "/"} {
-			st, h, body := r.do("DELETE", "/v1/fs/entry?recursive=true&path="+q(p), nil)
+			st, h, body := r.Do("DELETE", "/v1/fs/entry?recursive=true&path="+q(p), nil)
 			problemOf(t, st, h, body)
 			if st < 400 || st > 499 {
 				t.Errorf("DELETE %s: %d %s", p, st, body)
@@ -511,7 +513,7 @@ func TestFaultFSSmall(t *testing.T) {
 		if _, err := os.Stat(root); err != nil {
 			t.Errorf("root gone: %v", err)
 		}
-		st, h, body := r.do("PUT", "/v1/fs/file?path="+q(strings.Repeat("r", 300)), []byte("x"))
+		st, h, body := r.Do("PUT", "/v1/fs/file?path="+q(strings.Repeat("r", 300)), []byte("x"))
 		problemOf(t, st, h, body)
 		if st != 400 {
 			t.Errorf("too-long name under --fs-root: %d %s", st, body)
@@ -519,15 +521,15 @@ func TestFaultFSSmall(t *testing.T) {
 	})
 
 	t.Run("memory directories have size 0", func(t *testing.T) {
-		m := startDaemon(t, daemonOpts{Args: []string{"--fs", "memory"}})
-		if st, _, body := m.do("POST", "/v1/fs/mkdir?path=a/b", nil); st != 200 {
+		m := harness.Start(t, harness.Options{Args: []string{"--fs", "memory"}})
+		if st, _, body := m.Do("POST", "/v1/fs/mkdir?path=a/b", nil); st != 200 {
 			t.Fatalf("mkdir: %d %s", st, body)
 		}
-		st, _, body := m.do("GET", "/v1/fs/entries?path=a", nil)
+		st, _, body := m.Do("GET", "/v1/fs/entries?path=a", nil)
 		if st != 200 || !strings.Contains(string(body), `"entryType":"directory","size":0`) {
 			t.Errorf("entries: %d %s", st, body)
 		}
-		st, _, body = m.do("GET", "/v1/fs/stat?path=a", nil)
+		st, _, body = m.Do("GET", "/v1/fs/stat?path=a", nil)
 		if st != 200 || !strings.Contains(string(body), `"size":0`) {
 			t.Errorf("stat: %d %s", st, body)
 		}
@@ -572,8 +574,8 @@ func TestFaultInstallArchiveLinkChain(t *testing.T) {
 	target := `{"archive":"` + reg.URL + `/files/chain.tar.gz","cmd":"./bin/chain-agent"}`
 	reg.doc = `{"agents":[{"id":"chain-agent","version":"1.0.0","distribution":{"binary":{` +
 		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`
-	d := startDaemon(t, daemonOpts{Env: reg.env()})
-	st, h, body := d.do("POST", "/v1/agents/chain-agent/install", []byte("{}"), "Content-Type", "application/json")
+	d := harness.Start(t, harness.Options{Env: reg.env()})
+	st, h, body := d.Do("POST", "/v1/agents/chain-agent/install", []byte("{}"), "Content-Type", "application/json")
 	p := problemOf(t, st, h, body)
 	details, _ := p["details"].(map[string]any)
 	stderr, _ := details["stderr"].(string)
@@ -586,7 +588,7 @@ func TestFaultInstallArchiveLinkChain(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("link-chain agent archive: %d; peak RSS %d KiB, disk used %d KiB", st, d.peakRSS(t), diskUse(t, d.Home)>>10)
+	t.Logf("link-chain agent archive: %d; peak RSS %d KiB, disk used %d KiB", st, peakRSS(t, d), diskUse(t, d.Home)>>10)
 }
 
 // TestFaultHardLinkAmplification: one 512 KiB file and 200 hard links to
@@ -603,9 +605,9 @@ func TestFaultHardLinkAmplification(t *testing.T) {
 		tw.WriteHeader(&tar.Header{Name: "link" + strconv.Itoa(i), Typeflag: tar.TypeLink, Linkname: "big"})
 	}
 	tw.Close()
-	d := startDaemon(t, daemonOpts{Args: []string{"--max-extract", "1048576"}})
+	d := harness.Start(t, harness.Options{Args: []string{"--max-extract", "1048576"}})
 	before := diskUse(t, d.Home)
-	st, _, resp := d.do("POST", "/v1/fs/upload-batch?path=hl", buf.Bytes(), "Content-Type", "application/x-tar")
+	st, _, resp := d.Do("POST", "/v1/fs/upload-batch?path=hl", buf.Bytes(), "Content-Type", "application/x-tar")
 	if st != 200 {
 		t.Fatalf("upload: %d %s", st, resp)
 	}
@@ -623,5 +625,5 @@ func TestFaultHardLinkAmplification(t *testing.T) {
 	if used > 2<<20 {
 		t.Errorf("the upload took %d bytes of disk", used)
 	}
-	t.Logf("hard-link attack: %d-byte tar, 200 links to a 512 KiB file: %d, peak RSS %d KiB, disk used %d KiB", buf.Len(), st, d.peakRSS(t), used>>10)
+	t.Logf("hard-link attack: %d-byte tar, 200 links to a 512 KiB file: %d, peak RSS %d KiB, disk used %d KiB", buf.Len(), st, peakRSS(t, d), used>>10)
 }

@@ -11,87 +11,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
-
-// metrics scrapes /metrics into series (name plus labels, as written) →
-// value.
-func (d *daemon) metrics() map[string]float64 {
-	d.t.Helper()
-	st, _, b := d.do("GET", "/metrics", nil)
-	if st != 200 {
-		d.t.Fatalf("GET /metrics: %d %s", st, b)
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			d.t.Fatalf("metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
-}
-
-// metricSum adds every series of a family whose labels contain all of
-// the given label pairs (`code="0"`, ...).
-func metricSum(m map[string]float64, family string, labels ...string) float64 {
-	var sum float64
-next:
-	for k, v := range m {
-		if k != family && !strings.HasPrefix(k, family+"{") {
-			continue
-		}
-		for _, l := range labels {
-			if !strings.Contains(k, l) {
-				continue next
-			}
-		}
-		sum += v
-	}
-	return sum
-}
-
-// eventually polls cond every 20 ms until it holds, failing after limit.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// until reads events until pred accepts one, failing after limit.
-func (s *sseStream) until(t *testing.T, limit time.Duration, pred func(sseEvent) bool) sseEvent {
-	t.Helper()
-	timer := time.AfterFunc(limit, s.Close)
-	defer timer.Stop()
-	for {
-		ev, err := s.next()
-		if err != nil {
-			t.Fatalf("stream ended before the awaited event (limit %v): %v", limit, err)
-		}
-		if pred(ev) {
-			return ev
-		}
-	}
-}
-
-func hasMethod(method string) func(sseEvent) bool {
-	return func(ev sseEvent) bool { return strings.Contains(ev.Data, `"method":"`+method+`"`) }
-}
 
 type postResult struct {
 	st   int
@@ -101,7 +28,7 @@ type postResult struct {
 
 // postAsync sends a POST in the background; the result arrives on the
 // channel.
-func (d *daemon) postAsync(ctx context.Context, path, msg string) <-chan postResult {
+func postAsync(ctx context.Context, d *harness.Daemon, path, msg string) <-chan postResult {
 	ch := make(chan postResult, 1)
 	go func() {
 		start := time.Now()
@@ -133,20 +60,20 @@ func waitResult(t *testing.T, ch <-chan postResult, limit time.Duration, what st
 // An agent killed with SIGKILL in the middle of a turn: pending requests
 // fail at once, the stream says so, the daemon carries on.
 func TestFaultAgentKilledMidTurn(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--async-methods", "turn/hang", "--log-level", "info")})
-	if st, b := d.post("/v1/acp/k?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--async-methods", "turn/hang", "--log-level", "info")})
+	if st, b := d.Post("/v1/acp/k?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
-	s := d.stream("/v1/acp/k")
-	if st, b := d.post("/v1/acp/k", `{"jsonrpc":"2.0","id":"turn","method":"turn/hang"}`); st != 202 {
+	s := d.Stream("/v1/acp/k")
+	if st, b := d.Post("/v1/acp/k", `{"jsonrpc":"2.0","id":"turn","method":"turn/hang"}`); st != 202 {
 		t.Fatalf("async turn: %d %s", st, b)
 	}
-	pending := d.postAsync(context.Background(), "/v1/acp/k", `{"jsonrpc":"2.0","id":2,"method":"hang"}`)
-	eventually(t, 5*time.Second, "two pending requests", func() bool { return d.server("k").PendingRequests == 2 })
+	pending := postAsync(context.Background(), d, "/v1/acp/k", `{"jsonrpc":"2.0","id":2,"method":"hang"}`)
+	harness.Eventually(t, 5*time.Second, "two pending requests", func() bool { return d.Server("k").PendingRequests == 2 })
 	// The agent is busy writing when it dies.
-	d.post("/v1/acp/k", `{"jsonrpc":"2.0","method":"burst","params":{"n":1000000}}`)
-	s.until(t, 5*time.Second, hasMethod("tick"))
-	pid := d.server("k").PID
+	d.Post("/v1/acp/k", `{"jsonrpc":"2.0","method":"burst","params":{"n":1000000}}`)
+	s.Until(t, 5*time.Second, harness.HasMethod("tick"))
+	pid := d.Server("k").PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -156,27 +83,27 @@ func TestFaultAgentKilledMidTurn(t *testing.T) {
 	if r.st != 500 || p.Type != "urn:sandbox-agent:error:agent_process_exited" || p.Details["exitCode"] != nil {
 		t.Fatalf("pending POST: %d %s", r.st, r.body)
 	}
-	s.until(t, 20*time.Second, func(ev sseEvent) bool {
+	s.Until(t, 20*time.Second, func(ev harness.Event) bool {
 		return strings.Contains(ev.Data, `"id":"turn","error"`)
 	})
-	exited := s.until(t, 5*time.Second, hasMethod("_adapter/agent_exited"))
+	exited := s.Until(t, 5*time.Second, harness.HasMethod("_adapter/agent_exited"))
 	if !strings.Contains(exited.Data, `"success":false,"code":null`) {
 		t.Fatalf("exit event: %s", exited.Data)
 	}
 	if got := liveGroupMembers(pid); len(got) != 0 {
 		t.Fatalf("group %d still has %v", pid, got)
 	}
-	if m := d.metrics(); metricSum(m, "sandbox_agent_agent_exits_total", `signal="killed"`) != 1 {
-		t.Fatalf("exits by signal: %v", metricSum(m, "sandbox_agent_agent_exits_total", `signal="killed"`))
+	if m := d.Metrics(); harness.MetricSum(m, "sandbox_agent_agent_exits_total", `signal="killed"`) != 1 {
+		t.Fatalf("exits by signal: %v", harness.MetricSum(m, "sandbox_agent_agent_exits_total", `signal="killed"`))
 	}
 	// The id is still listed (exited) and can be deleted and reused.
-	if info := d.server("k"); info.State != "exited" {
+	if info := d.Server("k"); info.State != "exited" {
 		t.Fatalf("listing: %+v", info)
 	}
-	if st, _, _ := d.do("DELETE", "/v1/acp/k", nil); st != 204 {
+	if st, _, _ := d.Do("DELETE", "/v1/acp/k", nil); st != 204 {
 		t.Fatalf("DELETE: %d", st)
 	}
-	if st, b := d.post("/v1/acp/k?agent=test", initMsg); st != 200 {
+	if st, b := d.Post("/v1/acp/k?agent=test", initMsg); st != 200 {
 		t.Fatalf("reuse: %d %s", st, b)
 	}
 }
@@ -185,31 +112,31 @@ func TestFaultAgentKilledMidTurn(t *testing.T) {
 // timeout with 502, concurrent writers are not stuck behind it, and the
 // rest of the daemon does not notice.
 func TestFaultWedgedAgent(t *testing.T) {
-	d := startDaemon(t, daemonOpts{
-		Args: withTestAgent(t, "--stdin-write-timeout", "1s", "--log-level", "info"),
+	d := harness.Start(t, harness.Options{
+		Args: harness.WithTestAgent(t, "--stdin-write-timeout", "1s", "--log-level", "info"),
 		Env:  []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=1500"},
 	})
 	for _, id := range []string{"w", "ok"} {
-		if st, b := d.post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
+		if st, b := d.Post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
 			t.Fatalf("bootstrap %s: %d %s", id, st, b)
 		}
 	}
-	if st, b := d.post("/v1/acp/w", `{"jsonrpc":"2.0","id":2,"method":"wedge"}`); st != 504 {
+	if st, b := d.Post("/v1/acp/w", `{"jsonrpc":"2.0","id":2,"method":"wedge"}`); st != 504 {
 		t.Fatalf("wedge request: %d %s (want the request timeout)", st, b)
 	}
 	// 1 MiB notifications cannot fit in the pipe the agent no longer reads.
 	big := `{"jsonrpc":"2.0","method":"echo","params":{"pad":"` + strings.Repeat("x", 1<<20) + `"}}`
 	var results []<-chan postResult
 	for range 3 {
-		results = append(results, d.postAsync(context.Background(), "/v1/acp/w", big))
+		results = append(results, postAsync(context.Background(), d, "/v1/acp/w", big))
 	}
 	// Meanwhile everything else answers.
 	for i := range 5 {
 		start := time.Now()
-		if st, b := d.post("/v1/acp/ok", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 10+i)); st != 200 {
+		if st, b := d.Post("/v1/acp/ok", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 10+i)); st != 200 {
 			t.Fatalf("other instance: %d %s", st, b)
 		}
-		if st, _, _ := d.do("GET", "/v1/health", nil); st != 200 {
+		if st, _, _ := d.Do("GET", "/v1/health", nil); st != 200 {
 			t.Fatalf("health: %d", st)
 		}
 		t.Logf("other instance and health answered in %v while stdin of w is stuck", time.Since(start))
@@ -223,14 +150,14 @@ func TestFaultWedgedAgent(t *testing.T) {
 		t.Logf("write %d gave up after %v", i, r.took)
 	}
 	// The broken pipe stays broken: later writes fail at once.
-	if st, b := d.post("/v1/acp/w", `{"jsonrpc":"2.0","id":3,"method":"ping"}`); st != 502 {
+	if st, b := d.Post("/v1/acp/w", `{"jsonrpc":"2.0","id":3,"method":"ping"}`); st != 502 {
 		t.Fatalf("after a failed write: %d %s", st, b)
 	}
-	if m := d.metrics(); m["sandbox_agent_acp_stdin_write_failures_total"] < 1 {
+	if m := d.Metrics(); m["sandbox_agent_acp_stdin_write_failures_total"] < 1 {
 		t.Fatalf("stdin write failures = %v", m["sandbox_agent_acp_stdin_write_failures_total"])
 	}
-	pid := d.server("w").PID
-	if st, _, _ := d.do("DELETE", "/v1/acp/w", nil); st != 204 {
+	pid := d.Server("w").PID
+	if st, _, _ := d.Do("DELETE", "/v1/acp/w", nil); st != 204 {
 		t.Fatalf("DELETE: %d", st)
 	}
 	if got := liveGroupMembers(pid); len(got) != 0 {
@@ -241,21 +168,21 @@ func TestFaultWedgedAgent(t *testing.T) {
 // An agent flooding stderr: the daemon drains it without blocking the
 // agent, stays responsive, keeps a bounded tail and bounded memory.
 func TestFaultStderrFlood(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "info")})
-	if st, b := d.post("/v1/acp/f?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "info")})
+	if st, b := d.Post("/v1/acp/f?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
-	s := d.stream("/v1/acp/f")
-	pid := d.cmd.Process.Pid
+	s := d.Stream("/v1/acp/f")
+	pid := d.Cmd.Process.Pid
 	rssBefore := statusKiB(t, pid, "VmRSS")
 
 	const lines = 200000 // about 200 MiB
-	d.post("/v1/acp/f", fmt.Sprintf(`{"jsonrpc":"2.0","method":"stderr-flood","params":{"n":%d}}`, lines))
+	d.Post("/v1/acp/f", fmt.Sprintf(`{"jsonrpc":"2.0","method":"stderr-flood","params":{"n":%d}}`, lines))
 	flooded := make(chan struct{})
 	go func() {
 		defer close(flooded)
 		for {
-			ev, err := s.next()
+			ev, err := s.Next()
 			if err != nil || strings.Contains(ev.Data, `"method":"flooded"`) {
 				return
 			}
@@ -274,10 +201,10 @@ loop:
 		default:
 		}
 		start := time.Now()
-		if st, b := d.post("/v1/acp/f", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 100+i)); st != 200 {
+		if st, b := d.Post("/v1/acp/f", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 100+i)); st != 200 {
 			t.Fatalf("request during flood: %d %s", st, b)
 		}
-		if st, _, _ := d.do("GET", "/v1/acp/f/stderr", nil); st != 200 {
+		if st, _, _ := d.Do("GET", "/v1/acp/f/stderr", nil); st != 200 {
 			t.Fatalf("stderr route during flood: %d", st)
 		}
 		worst = max(worst, time.Since(start))
@@ -288,7 +215,7 @@ loop:
 	if growth > 64<<10 {
 		t.Fatalf("daemon RSS grew by %d KiB during the flood (limit 64 MiB)", growth)
 	}
-	st, _, tail := d.do("GET", "/v1/acp/f/stderr", nil)
+	st, _, tail := d.Do("GET", "/v1/acp/f/stderr", nil)
 	if st != 200 || len(tail) > 64<<10+16 {
 		t.Fatalf("stderr tail: %d, %d bytes", st, len(tail))
 	}
@@ -302,13 +229,13 @@ loop:
 // POST waits for the agent (the answer then counts as late), and in the
 // middle of a stream during a burst. None of it leaves anything behind.
 func TestFaultClientDisconnects(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "info")})
-	if st, b := d.post("/v1/acp/c?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "info")})
+	if st, b := d.Post("/v1/acp/c?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
 	addr := strings.TrimPrefix(d.URL, "http://")
 	http.DefaultClient.CloseIdleConnections()
-	baseline := d.metrics()["go_goroutines"]
+	baseline := d.Metrics()["go_goroutines"]
 
 	t.Run("mid-POST body", func(t *testing.T) {
 		for i := range 20 {
@@ -320,7 +247,7 @@ func TestFaultClientDisconnects(t *testing.T) {
 			conn.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 4000)))
 			conn.Close()
 		}
-		for _, s := range d.servers() {
+		for _, s := range d.Servers() {
 			if strings.HasPrefix(s.ServerID, "half-") {
 				t.Fatalf("a half-sent POST created %s", s.ServerID)
 			}
@@ -329,37 +256,37 @@ func TestFaultClientDisconnects(t *testing.T) {
 
 	t.Run("while waiting for the agent", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		ch := d.postAsync(ctx, "/v1/acp/c", `{"jsonrpc":"2.0","id":"left","method":"slow","params":{"delayMs":300}}`)
-		eventually(t, 5*time.Second, "request pending", func() bool { return d.server("c").PendingRequests == 1 })
+		ch := postAsync(ctx, d, "/v1/acp/c", `{"jsonrpc":"2.0","id":"left","method":"slow","params":{"delayMs":300}}`)
+		harness.Eventually(t, 5*time.Second, "request pending", func() bool { return d.Server("c").PendingRequests == 1 })
 		cancel()
 		if r := waitResult(t, ch, 5*time.Second, "cancelled POST"); r.st != -1 {
 			t.Fatalf("cancelled POST answered %d", r.st)
 		}
-		eventually(t, 5*time.Second, "late response counted", func() bool {
-			return d.metrics()["sandbox_agent_acp_late_responses_total"] == 1
+		harness.Eventually(t, 5*time.Second, "late response counted", func() bool {
+			return d.Metrics()["sandbox_agent_acp_late_responses_total"] == 1
 		})
-		if n := d.server("c").PendingRequests; n != 0 {
+		if n := d.Server("c").PendingRequests; n != 0 {
 			t.Fatalf("pending after the client left: %d", n)
 		}
 	})
 
 	t.Run("mid-stream during a burst", func(t *testing.T) {
 		for range 5 {
-			s := d.stream("/v1/acp/c")
-			d.post("/v1/acp/c", `{"jsonrpc":"2.0","method":"burst","params":{"n":100000}}`)
-			s.until(t, 5*time.Second, hasMethod("tick"))
+			s := d.Stream("/v1/acp/c")
+			d.Post("/v1/acp/c", `{"jsonrpc":"2.0","method":"burst","params":{"n":100000}}`)
+			s.Until(t, 5*time.Second, harness.HasMethod("tick"))
 			s.Close()
 		}
-		eventually(t, 10*time.Second, "subscribers gone", func() bool { return d.server("c").Subscribers == 0 })
-		if st, b := d.post("/v1/acp/c", `{"jsonrpc":"2.0","id":"after","method":"ping"}`); st != 200 {
+		harness.Eventually(t, 10*time.Second, "subscribers gone", func() bool { return d.Server("c").Subscribers == 0 })
+		if st, b := d.Post("/v1/acp/c", `{"jsonrpc":"2.0","id":"after","method":"ping"}`); st != 200 {
 			t.Fatalf("after disconnects: %d %s", st, b)
 		}
 	})
 
 	http.DefaultClient.CloseIdleConnections()
 	var now float64
-	eventually(t, 10*time.Second, "goroutines back to baseline", func() bool {
-		now = d.metrics()["go_goroutines"]
+	harness.Eventually(t, 10*time.Second, "goroutines back to baseline", func() bool {
+		now = d.Metrics()["go_goroutines"]
 		http.DefaultClient.CloseIdleConnections()
 		return now <= baseline+2
 	})
@@ -371,8 +298,8 @@ func TestFaultClientDisconnects(t *testing.T) {
 func TestFaultSpawnDeleteCycles(t *testing.T) {
 	// GOGC=off: no collection, so no finalizer closes a descriptor the
 	// daemon forgot; every one must be closed explicitly.
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--log-level", "warn"), Env: []string{"GOGC=off"}})
-	pid := d.cmd.Process.Pid
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "warn"), Env: []string{"GOGC=off"}})
+	pid := d.Cmd.Process.Pid
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	cycle := func(id string) error {
@@ -401,7 +328,7 @@ func TestFaultSpawnDeleteCycles(t *testing.T) {
 	settle := func() (fds int, goroutines float64) {
 		tr.CloseIdleConnections()
 		http.DefaultClient.CloseIdleConnections()
-		m := d.metrics() // opens one connection of DefaultClient, closed next
+		m := d.Metrics() // opens one connection of DefaultClient, closed next
 		http.DefaultClient.CloseIdleConnections()
 		time.Sleep(50 * time.Millisecond) // let the server see the closes
 		return openFDs(t, pid), m["go_goroutines"]
@@ -438,7 +365,7 @@ func TestFaultSpawnDeleteCycles(t *testing.T) {
 
 	var fds int
 	var g float64
-	eventually(t, 10*time.Second, "descriptors and goroutines back to baseline", func() bool {
+	harness.Eventually(t, 10*time.Second, "descriptors and goroutines back to baseline", func() bool {
 		fds, g = settle()
 		return fds <= fds0 && g <= g0+2
 	})
@@ -446,11 +373,11 @@ func TestFaultSpawnDeleteCycles(t *testing.T) {
 	if z := zombieChildren(pid); len(z) != 0 {
 		t.Fatalf("zombie children: %v", z)
 	}
-	if n := len(d.servers()); n != 0 {
+	if n := len(d.Servers()); n != 0 {
 		t.Fatalf("%d instances left", n)
 	}
-	m := d.metrics()
-	if spawns, exits := m["sandbox_agent_agent_spawns_total"], metricSum(m, "sandbox_agent_agent_exits_total"); spawns != 1020 || exits != 1020 {
+	m := d.Metrics()
+	if spawns, exits := m["sandbox_agent_agent_spawns_total"], harness.MetricSum(m, "sandbox_agent_agent_exits_total"); spawns != 1020 || exits != 1020 {
 		t.Fatalf("spawns %v, exits %v, want 1020 each", spawns, exits)
 	}
 }
@@ -460,52 +387,52 @@ func TestFaultSpawnDeleteCycles(t *testing.T) {
 // daemon exits within the grace period plus its margin, and leaves no
 // process behind.
 func TestFaultSIGTERMBusy(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--stop-grace", "1s", "--log-level", "info")})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--stop-grace", "1s", "--log-level", "info")})
 	var pgids, grandchildren []int
 	var pending []<-chan postResult
 	for i := range 10 {
 		id := fmt.Sprintf("busy-%d", i)
-		if st, b := d.post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
+		if st, b := d.Post("/v1/acp/"+id+"?agent=test", initMsg); st != 200 {
 			t.Fatalf("bootstrap %s: %d %s", id, st, b)
 		}
-		s := d.stream("/v1/acp/" + id)
+		s := d.Stream("/v1/acp/" + id)
 		switch i % 3 {
 		case 0:
-			d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"ignore-term"}`)
-			s.until(t, 5*time.Second, hasMethod("ignoring-term"))
+			d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"ignore-term"}`)
+			s.Until(t, 5*time.Second, harness.HasMethod("ignoring-term"))
 		case 1:
-			d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn"}`)
+			d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn"}`)
 			grandchildren = append(grandchildren, spawnedPID(t, s))
 		}
-		pending = append(pending, d.postAsync(context.Background(), "/v1/acp/"+id, `{"jsonrpc":"2.0","id":2,"method":"hang"}`))
+		pending = append(pending, postAsync(context.Background(), d, "/v1/acp/"+id, `{"jsonrpc":"2.0","id":2,"method":"hang"}`))
 		if i%3 == 2 {
 			// Flowing output, read by one stream and ignored by another.
-			d.stream("/v1/acp/" + id)
-			d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"burst","params":{"n":5000000}}`)
+			d.Stream("/v1/acp/" + id)
+			d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"burst","params":{"n":5000000}}`)
 			go func() {
 				for {
-					if _, err := s.next(); err != nil {
+					if _, err := s.Next(); err != nil {
 						return
 					}
 				}
 			}()
 		}
-		pgids = append(pgids, d.server(id).PID)
+		pgids = append(pgids, d.Server(id).PID)
 	}
-	eventually(t, 5*time.Second, "requests pending", func() bool {
+	harness.Eventually(t, 5*time.Second, "requests pending", func() bool {
 		n := 0
-		for _, s := range d.servers() {
+		for _, s := range d.Servers() {
 			n += s.PendingRequests
 		}
 		return n == 10
 	})
 
 	start := time.Now()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-d.done:
+	case <-d.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatal("daemon did not exit within 15 s of SIGTERM")
 	}
@@ -515,7 +442,7 @@ func TestFaultSIGTERMBusy(t *testing.T) {
 	if took > 4*time.Second {
 		t.Fatalf("exit took %v, want under grace + 2 s", took)
 	}
-	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := d.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	for _, p := range pgids {

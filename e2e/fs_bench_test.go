@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // BenchmarkFSLargeFile PUTs and GETs one large file (2 GiB; FS_BENCH_BYTES
@@ -138,6 +140,6 @@ type benchDaemon struct {
 
 // startBenchDaemon runs the binary quietly with HOME=home.
 func startBenchDaemon(b *testing.B, home string) benchDaemon {
-	d := startDaemon(b, daemonOpts{Home: home, Args: []string{"--log-level", "warn"}})
-	return benchDaemon{url: d.URL, pid: d.cmd.Process.Pid}
+	d := harness.Start(b, harness.Options{Home: home, Args: []string{"--log-level", "warn"}})
+	return benchDaemon{url: d.URL, pid: d.Cmd.Process.Pid}
 }

@@ -10,17 +10,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // TestCompatSDKFilesAndConfig runs the official TypeScript SDK's filesystem
 // and config calls against the daemon.
 func TestCompatSDKFilesAndConfig(t *testing.T) {
 	t.Run("no token", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{})
+		d := harness.Start(t, harness.Options{})
 		runNode(t, "sdk-fs.mjs", 60*time.Second, "BASE_URL="+d.URL, "HOME_DIR="+d.Home)
 	})
 	t.Run("token", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Args: []string{"--token", "s3cret"}})
+		d := harness.Start(t, harness.Options{Args: []string{"--token", "s3cret"}})
 		runNode(t, "sdk-fs.mjs", 60*time.Second, "BASE_URL="+d.URL, "HOME_DIR="+d.Home, "TOKEN=s3cret")
 	})
 }
@@ -59,19 +61,19 @@ func tarball(t *testing.T, entries ...[3]string) []byte {
 
 // TestFSHostBackend checks the default backend against the real disk.
 func TestFSHostBackend(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	st, _, body := d.do("PUT", "/v1/fs/file?path=work/a.txt", []byte("0123456789"), "Content-Type", "application/octet-stream")
+	d := harness.Start(t, harness.Options{})
+	st, _, body := d.Do("PUT", "/v1/fs/file?path=work/a.txt", []byte("0123456789"), "Content-Type", "application/octet-stream")
 	if st != 200 || string(body) != `{"path":"`+d.Home+`/work/a.txt","bytesWritten":10}`+"\n" {
 		t.Fatalf("put: %d %s", st, body)
 	}
 	if b, err := os.ReadFile(filepath.Join(d.Home, "work", "a.txt")); err != nil || string(b) != "0123456789" {
 		t.Fatalf("on disk: %q, %v", b, err)
 	}
-	st, h, body := d.do("GET", "/v1/fs/file?path="+q(d.Home+"/work/a.txt"), nil, "Range", "bytes=2-4")
+	st, h, body := d.Do("GET", "/v1/fs/file?path="+q(d.Home+"/work/a.txt"), nil, "Range", "bytes=2-4")
 	if st != 206 || string(body) != "234" || h.Get("Content-Range") != "bytes 2-4/10" {
 		t.Fatalf("range: %d %q %v", st, body, h)
 	}
-	st, _, body = d.do("GET", "/v1/fs/entries?path=work", nil)
+	st, _, body = d.Do("GET", "/v1/fs/entries?path=work", nil)
 	var entries []map[string]any
 	if st != 200 || json.Unmarshal(body, &entries) != nil || len(entries) != 1 || entries[0]["path"] != d.Home+"/work/a.txt" {
 		t.Fatalf("entries: %d %s", st, body)
@@ -86,7 +88,7 @@ func TestFSHostBackend(t *testing.T) {
 	if err := os.Symlink("sub", filepath.Join(d.Home, "work", "dirlink")); err != nil {
 		t.Fatal(err)
 	}
-	_, _, body = d.do("GET", "/v1/fs/entries?path=work", nil)
+	_, _, body = d.Do("GET", "/v1/fs/entries?path=work", nil)
 	entries = nil
 	_ = json.Unmarshal(body, &entries)
 	types := map[string]string{}
@@ -96,19 +98,19 @@ func TestFSHostBackend(t *testing.T) {
 	if types["dirlink"] != "file" || types["sub"] != "directory" || types["link"] != "file" {
 		t.Fatalf("lstat listing: %v", types)
 	}
-	st, _, body = d.do("GET", "/v1/fs/stat?path=work/dirlink", nil)
+	st, _, body = d.Do("GET", "/v1/fs/stat?path=work/dirlink", nil)
 	if st != 200 || !strings.Contains(string(body), `"entryType":"directory"`) {
 		t.Fatalf("stat follows links: %d %s", st, body)
 	}
 	// Writing through a link replaces the file it names and keeps the link.
-	if st, _, body = d.do("PUT", "/v1/fs/file?path=work/link", []byte("via link")); st != 200 {
+	if st, _, body = d.Do("PUT", "/v1/fs/file?path=work/link", []byte("via link")); st != 200 {
 		t.Fatalf("put via link: %d %s", st, body)
 	}
 	if b, _ := os.ReadFile(filepath.Join(d.Home, "work", "a.txt")); string(b) != "via link" {
 		t.Fatalf("link target: %q", b)
 	}
 	// Deleting a link leaves its target.
-	if st, _, body = d.do("DELETE", "/v1/fs/entry?path=work/dirlink", nil); st != 200 {
+	if st, _, body = d.Do("DELETE", "/v1/fs/entry?path=work/dirlink", nil); st != 200 {
 		t.Fatalf("delete link: %d %s", st, body)
 	}
 	if _, err := os.Stat(filepath.Join(d.Home, "work", "sub")); err != nil {
@@ -116,7 +118,7 @@ func TestFSHostBackend(t *testing.T) {
 	}
 	// Upload-batch extracts onto the disk; a link entry inside is kept.
 	archive := tarball(t, [3]string{"proj/", "", ""}, [3]string{"proj/main.go", "package main", ""}, [3]string{"proj/alias.go", "", "main.go"})
-	st, _, body = d.do("POST", "/v1/fs/upload-batch?path=up", archive, "Content-Type", "application/x-tar")
+	st, _, body = d.Do("POST", "/v1/fs/upload-batch?path=up", archive, "Content-Type", "application/x-tar")
 	if st != 200 || !strings.Contains(string(body), `"truncated":false`) {
 		t.Fatalf("upload: %d %s", st, body)
 	}
@@ -125,7 +127,7 @@ func TestFSHostBackend(t *testing.T) {
 	}
 	// Absolute paths are used as given.
 	abs := filepath.Join(t.TempDir(), "abs.txt")
-	if st, _, body = d.do("PUT", "/v1/fs/file?path="+q(abs), []byte("abs")); st != 200 {
+	if st, _, body = d.Do("PUT", "/v1/fs/file?path="+q(abs), []byte("abs")); st != 200 {
 		t.Fatalf("absolute put: %d %s", st, body)
 	}
 	if b, _ := os.ReadFile(abs); string(b) != "abs" {
@@ -143,24 +145,24 @@ func TestFSHostBackend(t *testing.T) {
 // TestFSMemoryBackend checks that --fs memory serves files that never
 // reach the disk.
 func TestFSMemoryBackend(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: []string{"--fs", "memory"}})
-	if st, _, body := d.do("PUT", "/v1/fs/file?path=mem.txt", []byte("in memory")); st != 200 {
+	d := harness.Start(t, harness.Options{Args: []string{"--fs", "memory"}})
+	if st, _, body := d.Do("PUT", "/v1/fs/file?path=mem.txt", []byte("in memory")); st != 200 {
 		t.Fatalf("put: %d %s", st, body)
 	}
-	if st, _, body := d.do("GET", "/v1/fs/file?path=mem.txt", nil); st != 200 || string(body) != "in memory" {
+	if st, _, body := d.Do("GET", "/v1/fs/file?path=mem.txt", nil); st != 200 || string(body) != "in memory" {
 		t.Fatalf("get: %d %s", st, body)
 	}
 	if _, err := os.Stat(filepath.Join(d.Home, "mem.txt")); !os.IsNotExist(err) {
 		t.Fatalf("memory backend wrote to disk: %v", err)
 	}
-	st, _, body := d.do("POST", "/v1/fs/upload-batch", tarball(t, [3]string{"l", "", "x"}), "Content-Type", "application/x-tar")
+	st, _, body := d.Do("POST", "/v1/fs/upload-batch", tarball(t, [3]string{"l", "", "x"}), "Content-Type", "application/x-tar")
 	if st != 400 || !strings.Contains(string(body), "not supported") {
 		t.Fatalf("symlink entry on memory: %d %s", st, body)
 	}
-	if st, _, _ := d.do("PUT", "/v1/config/mcp?directory=proj&mcpName=m", []byte(`{"type":"local","command":"c"}`), "Content-Type", "application/json"); st != 204 {
+	if st, _, _ := d.Do("PUT", "/v1/config/mcp?directory=proj&mcpName=m", []byte(`{"type":"local","command":"c"}`), "Content-Type", "application/json"); st != 204 {
 		t.Fatalf("config put: %d", st)
 	}
-	if st, _, body := d.do("GET", "/v1/config/mcp?directory=proj&mcpName=m", nil); st != 200 {
+	if st, _, body := d.Do("GET", "/v1/config/mcp?directory=proj&mcpName=m", nil); st != 200 {
 		t.Fatalf("config get: %d %s", st, body)
 	}
 	if _, err := os.Stat(filepath.Join(d.Home, "proj")); !os.IsNotExist(err) {
@@ -172,7 +174,7 @@ func TestFSMemoryBackend(t *testing.T) {
 // sibling whose name extends the root's, files outside, and links inside
 // the root that point out.
 type rootRig struct {
-	d              *daemon
+	d              *harness.Daemon
 	parent, root   string
 	outsideSnippet string // text found only in files outside the root
 }
@@ -204,7 +206,7 @@ func newRootRig(t *testing.T) *rootRig {
 			t.Fatal(err)
 		}
 	}
-	d := startDaemon(t, daemonOpts{Args: []string{"--fs-root", root}})
+	d := harness.Start(t, harness.Options{Args: []string{"--fs-root", root}})
 	return &rootRig{d: d, parent: parent, root: root, outsideSnippet: "SECRET-OUTSIDE"}
 }
 
@@ -241,13 +243,13 @@ func TestFSRootConfinement(t *testing.T) {
 	in := func(p string) string { return filepath.Join(r.root, p) }
 
 	// Inside works, and relative paths resolve against the root.
-	if st, _, body := d.do("PUT", "/v1/fs/file?path=new/x.txt", []byte("x")); st != 200 || !strings.Contains(string(body), in("new/x.txt")) {
+	if st, _, body := d.Do("PUT", "/v1/fs/file?path=new/x.txt", []byte("x")); st != 200 || !strings.Contains(string(body), in("new/x.txt")) {
 		t.Fatalf("put inside: %d %s", st, body)
 	}
-	if st, _, body := d.do("GET", "/v1/fs/file?path="+q(in("inside/ok.txt")), nil); st != 200 || string(body) != "ok" {
+	if st, _, body := d.Do("GET", "/v1/fs/file?path="+q(in("inside/ok.txt")), nil); st != 200 || string(body) != "ok" {
 		t.Fatalf("get inside: %d %s", st, body)
 	}
-	if st, _, body := d.do("GET", "/v1/fs/entries", nil); st != 200 || !strings.Contains(string(body), in("inside")) {
+	if st, _, body := d.Do("GET", "/v1/fs/entries", nil); st != 200 || !strings.Contains(string(body), in("inside")) {
 		t.Fatalf("entries of root: %d %s", st, body)
 	}
 
@@ -285,7 +287,7 @@ func TestFSRootConfinement(t *testing.T) {
 				{"PUT", "/v1/config/mcp?directory=" + q(e.path) + "&mcpName=x", []byte(`{"type":"local","command":"c"}`), []string{"Content-Type", "application/json"}},
 			}
 			for _, c := range calls {
-				st, _, body := d.do(c.method, c.target, c.body, c.headers...)
+				st, _, body := d.Do(c.method, c.target, c.body, c.headers...)
 				if st < 400 || st >= 500 {
 					t.Errorf("%s %s: %d %s", c.method, c.target, st, body)
 				}
@@ -306,13 +308,13 @@ func TestFSRootConfinement(t *testing.T) {
 
 	t.Run("delete outside", func(t *testing.T) {
 		for _, p := range []string{out("outside.txt"), out("root-secret"), "dir-link/keep.txt"} {
-			if st, _, body := d.do("DELETE", "/v1/fs/entry?path="+q(p)+"&recursive=true", nil); st != 400 {
+			if st, _, body := d.Do("DELETE", "/v1/fs/entry?path="+q(p)+"&recursive=true", nil); st != 400 {
 				t.Errorf("delete %s: %d %s", p, st, body)
 			}
 		}
 		// Deleting the outward links themselves removes only the links.
 		for _, p := range []string{"rel-link", "dir-link"} {
-			if st, _, body := d.do("DELETE", "/v1/fs/entry?path="+p+"&recursive=true", nil); st != 200 {
+			if st, _, body := d.Do("DELETE", "/v1/fs/entry?path="+p+"&recursive=true", nil); st != 200 {
 				t.Errorf("delete link %s: %d %s", p, st, body)
 			}
 		}
@@ -335,7 +337,7 @@ func TestFSRootConfinement(t *testing.T) {
 			{"dot link then climb", "up", tarball(t, [3]string{"a", "", "."}, [3]string{"b", "", "a/.."}, [3]string{"b/evil.txt", "pwned", ""})},
 			{"link then write", "up", tarball(t, [3]string{"dir/", "", ""}, [3]string{"l2", "", "dir"}, [3]string{"l2/evil.txt", "pwned", ""})},
 		} {
-			st, _, body := d.do("POST", "/v1/fs/upload-batch?path="+q(tt.dest), tt.archive, "Content-Type", "application/x-tar")
+			st, _, body := d.Do("POST", "/v1/fs/upload-batch?path="+q(tt.dest), tt.archive, "Content-Type", "application/x-tar")
 			if st != 400 {
 				t.Errorf("%s: %d %s", tt.name, st, body)
 			}

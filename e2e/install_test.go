@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // fixtureAgentJS is a minimal ACP agent: it answers initialize with its
@@ -142,9 +144,9 @@ func TestLazyInstall(t *testing.T) {
 	requireNodeModules(t) // node runs the fixture agent
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, `{"version":"1","agents":[`+npxEntry("claude-acp", tgz)+`,`+npxEntry("amp-acp", tgz)+`,`+npxEntry("fixture-agent", tgz)+`]}`)
-	d := startDaemon(t, daemonOpts{Env: append(reg.env(), npmCacheEnv()...)})
+	d := harness.Start(t, harness.Options{Env: append(reg.env(), npmCacheEnv()...)})
 
-	st, body := d.post("/v1/acp/one?agent=claude", initialize)
+	st, body := d.Post("/v1/acp/one?agent=claude", initialize)
 	if st != 200 || !strings.Contains(string(body), `"name":"fixture-agent"`) {
 		t.Fatalf("initialize via lazy install: %d %s", st, body)
 	}
@@ -159,32 +161,32 @@ func TestLazyInstall(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, body := d.post("/v1/acp/amp-"+string(rune('a'+i))+"?agent=amp", initialize)
+			st, body := d.Post("/v1/acp/amp-"+string(rune('a'+i))+"?agent=amp", initialize)
 			if st != 200 || !strings.Contains(string(body), "fixture-agent") {
 				t.Errorf("amp bootstrap %d: %d %s", i, st, body)
 			}
 		}()
 	}
 	wg.Wait()
-	if n := strings.Count(d.logs.String(), "npm install "+tgz); n != 2 {
+	if n := strings.Count(d.Logs(), "npm install "+tgz); n != 2 {
 		t.Errorf("npm install ran %d times for claude and amp, want 2", n)
 	}
 
 	// Beyond the reference: an agent only the registry knows.
-	st, body = d.post("/v1/acp/f?agent=fixture-agent", initialize)
+	st, body = d.Post("/v1/acp/f?agent=fixture-agent", initialize)
 	if st != 200 || !strings.Contains(string(body), "fixture-agent") {
 		t.Fatalf("registry-only agent: %d %s", st, body)
 	}
 	// A second instance of claude reuses the install.
-	if st, body := d.post("/v1/acp/two?agent=claude", initialize); st != 200 {
+	if st, body := d.Post("/v1/acp/two?agent=claude", initialize); st != 200 {
 		t.Fatalf("second instance: %d %s", st, body)
 	}
-	if n := strings.Count(d.logs.String(), "npm install "+tgz); n != 3 {
+	if n := strings.Count(d.Logs(), "npm install "+tgz); n != 3 {
 		t.Errorf("npm install ran %d times, want 3", n)
 	}
 
 	// The listing shows what is installed and what runs.
-	st, _, b := d.do(http.MethodGet, "/v1/agents", nil)
+	st, _, b := d.Do(http.MethodGet, "/v1/agents", nil)
 	var list struct {
 		Agents []struct {
 			ID           string
@@ -208,7 +210,7 @@ func TestLazyInstall(t *testing.T) {
 }
 
 // TestInstallEndpoint: explicit installs, provenance, idempotence,
-// reinstall, binary archives, fallback when the registry has no entry.
+// reinstall, harness.Binary archives, fallback when the registry has no entry.
 func TestInstallEndpoint(t *testing.T) {
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
@@ -221,11 +223,11 @@ func TestInstallEndpoint(t *testing.T) {
 	// other install here is of a local tarball.
 	env := append(reg.env(), npmCacheEnv()...)
 	env = append(env, "npm_config_registry="+deadNPMRegistry(t), "npm_config_fetch_retries=0")
-	d := startDaemon(t, daemonOpts{Env: env})
+	d := harness.Start(t, harness.Options{Env: env})
 
 	install := func(agent, body string) (int, map[string]any) {
 		t.Helper()
-		st, _, b := d.do(http.MethodPost, "/v1/agents/"+agent+"/install", []byte(body), "Content-Type", "application/json")
+		st, _, b := d.Do(http.MethodPost, "/v1/agents/"+agent+"/install", []byte(body), "Content-Type", "application/json")
 		var m map[string]any
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatalf("install %s: %d %s", agent, st, b)
@@ -252,7 +254,7 @@ func TestInstallEndpoint(t *testing.T) {
 	if st, res = install("shell-agent", "{}"); st != 200 || res["artifacts"].([]any)[0].(map[string]any)["version"] != "0.9.0" {
 		t.Fatalf("install shell-agent: %d %v", st, res)
 	}
-	if st, body := d.post("/v1/acp/sh?agent=shell-agent", initialize); st != 200 || !strings.Contains(string(body), "shell-agent") {
+	if st, body := d.Post("/v1/acp/sh?agent=shell-agent", initialize); st != 200 || !strings.Contains(string(body), "shell-agent") {
 		t.Fatalf("shell-agent initialize: %d %s", st, body)
 	}
 
@@ -288,27 +290,27 @@ func deadNPMRegistry(t *testing.T) string {
 func TestInstallFailures(t *testing.T) {
 	dead := deadNPMRegistry(t)
 	t.Run("unreachable registry", func(t *testing.T) {
-		d := startDaemon(t, daemonOpts{Env: []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + dead + "registry.json"}})
+		d := harness.Start(t, harness.Options{Env: []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + dead + "registry.json"}})
 		start := time.Now()
-		st, body := d.post("/v1/acp/x?agent=claude", initialize)
+		st, body := d.Post("/v1/acp/x?agent=claude", initialize)
 		if st != 500 || !strings.Contains(string(body), "install_failed") || !strings.Contains(string(body), dead+"registry.json") {
 			t.Fatalf("lazy install with a dead registry: %d %s", st, body)
 		}
 		t.Logf("failed in %v", time.Since(start))
-		st, body = d.post("/v1/acp/y?agent=not-an-agent", initialize)
+		st, body = d.Post("/v1/acp/y?agent=not-an-agent", initialize)
 		if st != 400 || !strings.Contains(string(body), "unsupported_agent") {
 			t.Fatalf("unknown agent with a dead registry: %d %s", st, body)
 		}
 	})
 	t.Run("preinstall required", func(t *testing.T) {
 		reg := newACPRegistry(t, `{"agents":[]}`)
-		d := startDaemon(t, daemonOpts{Env: append(reg.env(), "SANDBOX_AGENT_REQUIRE_PREINSTALL=true")})
-		st, body := d.post("/v1/acp/x?agent=codex", initialize)
+		d := harness.Start(t, harness.Options{Env: append(reg.env(), "SANDBOX_AGENT_REQUIRE_PREINSTALL=true")})
+		st, body := d.Post("/v1/acp/x?agent=codex", initialize)
 		if st != 404 || !strings.Contains(string(body), `"type":"urn:sandbox-agent:error:agent_not_installed"`) || !strings.Contains(string(body), `"agent":"codex"`) {
 			t.Fatalf("preinstall required: %d %s", st, body)
 		}
 		// The mock needs no install.
-		if st, body := d.post("/v1/acp/m?agent=mock", initialize); st != 200 {
+		if st, body := d.Post("/v1/acp/m?agent=mock", initialize); st != 200 {
 			t.Fatalf("mock: %d %s", st, body)
 		}
 	})
@@ -324,7 +326,7 @@ func TestInstallCLI(t *testing.T) {
 	env := append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
 	env = append(append(env, reg.env()...), npmCacheEnv()...)
 	run := func(args ...string) (string, string, error) {
-		cmd := exec.Command(binary, args...)
+		cmd := exec.Command(harness.Binary, args...)
 		cmd.Env = env
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -354,7 +356,7 @@ func TestInstallCLI(t *testing.T) {
 		t.Errorf("install-agent without agent: %v\n%s", err, errOut)
 	}
 
-	d := startDaemon(t, daemonOpts{Home: home, Env: reg.env(), Args: []string{"--token", "tok"}})
+	d := harness.Start(t, harness.Options{Home: home, Env: reg.env(), Args: []string{"--token", "tok"}})
 	out, errOut, err = run("api", "agents", "list", "--endpoint", d.URL, "--token", "tok")
 	if err != nil || !strings.Contains(out, `"id": "claude",`+"\n      \"installed\": true") {
 		t.Fatalf("api agents list: %v\n%s%s", err, out, errOut)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // readmeFirstCurl is the README's first example: initialize a mock session.
@@ -15,7 +17,7 @@ const readmeFirstCurl = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":
 // binary the way a `go run` build disappears.
 func copyBinary(t *testing.T, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile(binary)
+	b, err := os.ReadFile(harness.Binary)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +35,9 @@ type mockListing struct {
 	ConfigError string
 }
 
-func getMock(t *testing.T, d *daemon) mockListing {
+func getMock(t *testing.T, d *harness.Daemon) mockListing {
 	t.Helper()
-	st, _, b := d.do("GET", "/v1/agents/mock?config=true&no_cache=true", nil)
+	st, _, b := d.Do("GET", "/v1/agents/mock?config=true&no_cache=true", nil)
 	var m mockListing
 	if err := json.Unmarshal(b, &m); st != 200 || err != nil {
 		t.Fatalf("GET /v1/agents/mock: %d %s", st, b)
@@ -52,12 +54,12 @@ func getMock(t *testing.T, d *daemon) mockListing {
 func TestMockInstall(t *testing.T) {
 	home := t.TempDir()
 	first := copyBinary(t, t.TempDir())
-	d := startDaemon(t, daemonOpts{Home: home, Binary: first})
+	d := harness.Start(t, harness.Options{Home: home, Binary: first})
 	if m := getMock(t, d); !m.Installed || m.Version != "builtin" || m.Path != nil || m.ConfigError != "" {
 		t.Fatalf("mock listed as %+v, want installed builtin without path", m)
 	}
 	for _, body := range []string{`{}`, `{"reinstall":true}`} {
-		st, _, b := d.do("POST", "/v1/agents/mock/install", []byte(body), "Content-Type", "application/json")
+		st, _, b := d.Do("POST", "/v1/agents/mock/install", []byte(body), "Content-Type", "application/json")
 		if st != 200 || strings.TrimSpace(string(b)) != `{"already_installed":true,"artifacts":[]}` {
 			t.Fatalf("install mock %s: %d %s", body, st, b)
 		}
@@ -66,16 +68,16 @@ func TestMockInstall(t *testing.T) {
 	if _, err := os.Stat(launcher); !os.IsNotExist(err) {
 		t.Fatalf("installing the mock left %s (%v)", launcher, err)
 	}
-	d.stop()
+	d.Stop()
 	if err := os.Remove(first); err != nil {
 		t.Fatal(err)
 	}
 
-	second := startDaemon(t, daemonOpts{Home: home, Binary: copyBinary(t, t.TempDir())})
-	if st, b := second.post("/v1/acp/demo?agent=mock", readmeFirstCurl); st != 200 {
+	second := harness.Start(t, harness.Options{Home: home, Binary: copyBinary(t, t.TempDir())})
+	if st, b := second.Post("/v1/acp/demo?agent=mock", readmeFirstCurl); st != 200 {
 		t.Fatalf("README's first curl after the first binary is gone: %d %s", st, b)
 	}
-	if src := second.server("demo"); src.State != "running" {
+	if src := second.Server("demo"); src.State != "running" {
 		t.Fatalf("%+v", src)
 	}
 }
@@ -95,24 +97,24 @@ func TestMockStaleLauncher(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mock-acp"), []byte(stale), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, daemonOpts{Home: home})
-	if st, b := d.post("/v1/acp/demo?agent=mock", readmeFirstCurl); st != 200 {
+	d := harness.Start(t, harness.Options{Home: home})
+	if st, b := d.Post("/v1/acp/demo?agent=mock", readmeFirstCurl); st != 200 {
 		t.Fatalf("README's first curl with a stale mock launcher: %d %s", st, b)
 	}
 	m := getMock(t, d)
 	if !m.Installed || !strings.Contains(m.ConfigError, gone+", which no longer exists") {
 		t.Fatalf("mock listed as %+v, want installed with the stale launcher reported", m)
 	}
-	if !strings.Contains(d.logs.String(), "launcher not used") || !strings.Contains(d.logs.String(), gone) {
+	if !strings.Contains(d.Logs(), "launcher not used") || !strings.Contains(d.Logs(), gone) {
 		t.Fatalf("no warning about the stale launcher in the log")
 	}
 
 	// A launcher of the user's own is used.
-	script := "#!/bin/sh\nexec " + binary + " mock-agent-process \"$@\"\n"
+	script := "#!/bin/sh\nexec " + harness.Binary + " mock-agent-process \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(dir, "mock-acp"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if st, b := d.post("/v1/acp/own?agent=mock", readmeFirstCurl); st != 200 {
+	if st, b := d.Post("/v1/acp/own?agent=mock", readmeFirstCurl); st != 200 {
 		t.Fatalf("user launcher: %d %s", st, b)
 	}
 	if m := getMock(t, d); !m.Installed || m.ConfigError != "" || m.Path == nil || *m.Path != filepath.Join(dir, "mock-acp") {

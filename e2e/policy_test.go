@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // Auth policies end to end: each example policy in
@@ -37,7 +39,7 @@ func policyWasm(t testing.TB, name string) string {
 	if p, ok := policyBuilt[name]; ok {
 		return p
 	}
-	out := filepath.Join(filepath.Dir(binary), name+".wasm")
+	out := filepath.Join(filepath.Dir(harness.Binary), name+".wasm")
 	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, ".")
 	cmd.Dir = filepath.Join("..", "extensions", "wasmpolicy", "examples", name)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
@@ -51,33 +53,33 @@ func policyWasm(t testing.TB, name string) string {
 // policyCacheEnv shares one compilation cache among the daemons of the run,
 // so each module is compiled once.
 func policyCacheEnv() []string {
-	return []string{"XDG_CACHE_HOME=" + filepath.Join(filepath.Dir(binary), "xdg-cache")}
+	return []string{"XDG_CACHE_HOME=" + filepath.Join(filepath.Dir(harness.Binary), "xdg-cache")}
 }
 
 // policyDaemon starts a daemon with the example policy name configured by
 // config (a JSON document). The time limit is relaxed: these tests are
 // about decisions, and a loaded CI machine can stall a call past 25 ms.
-func policyDaemon(t *testing.T, name, config string, extra ...string) *daemon {
+func policyDaemon(t *testing.T, name, config string, extra ...string) *harness.Daemon {
 	t.Helper()
 	return policyDaemonHome(t, "", name, config, extra...)
 }
 
-func policyDaemonHome(t *testing.T, home, name, config string, extra ...string) *daemon {
+func policyDaemonHome(t *testing.T, home, name, config string, extra ...string) *harness.Daemon {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), name+".json")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	spec := policyWasm(t, name) + ",config=" + cfg + ",timeout=2s"
-	return startDaemon(t, daemonOpts{Home: home, Args: append([]string{"--policy", spec}, extra...), Env: policyCacheEnv()})
+	return harness.Start(t, harness.Options{Home: home, Args: append([]string{"--policy", spec}, extra...), Env: policyCacheEnv()})
 }
 
 const policyInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
 
 // call sends one request with an optional bearer token and returns the
 // status and, for problems, details.message.
-func (d *daemon) call(token, method, path, body string, headers ...string) (int, string) {
-	d.t.Helper()
+func call(d *harness.Daemon, token, method, path, body string, headers ...string) (int, string) {
+	d.T().Helper()
 	if token != "" {
 		headers = append(headers, "Authorization", "Bearer "+token)
 	}
@@ -85,7 +87,7 @@ func (d *daemon) call(token, method, path, body string, headers ...string) (int,
 	if body != "" {
 		b = []byte(body)
 	}
-	st, h, resp := d.do(method, path, b, headers...)
+	st, h, resp := d.Do(method, path, b, headers...)
 	msg := ""
 	if strings.HasPrefix(h.Get("Content-Type"), "application/problem+json") {
 		var p struct {
@@ -96,16 +98,16 @@ func (d *daemon) call(token, method, path, body string, headers ...string) (int,
 		msg, _ = p.Details["message"].(string)
 		if st == 403 || st == 401 {
 			if p.Type != "urn:sandbox-agent:error:permission_denied" && p.Type != "urn:sandbox-agent:error:token_invalid" {
-				d.t.Errorf("%s %s: problem type %s", method, path, p.Type)
+				d.T().Errorf("%s %s: problem type %s", method, path, p.Type)
 			}
 		}
 	}
 	return st, msg
 }
 
-func (d *daemon) acp(token, path, msg string) (int, string) {
-	d.t.Helper()
-	return d.call(token, "POST", path, msg, "Content-Type", "application/json")
+func acpPost(d *harness.Daemon, token, path, msg string) (int, string) {
+	d.T().Helper()
+	return call(d, token, "POST", path, msg, "Content-Type", "application/json")
 }
 
 type policyCheck struct {
@@ -115,10 +117,10 @@ type policyCheck struct {
 	msg                             string
 }
 
-func (d *daemon) check(t *testing.T, checks []policyCheck) {
+func check(t *testing.T, d *harness.Daemon, checks []policyCheck) {
 	t.Helper()
 	for _, c := range checks {
-		st, msg := d.call(c.token, c.method, c.path, c.body, c.headers...)
+		st, msg := call(d, c.token, c.method, c.path, c.body, c.headers...)
 		if st != c.status || (c.msg != "" && msg != c.msg) {
 			t.Errorf("%s: %s %s: got %d %q, want %d %q", c.name, c.method, c.path, st, msg, c.status, c.msg)
 		}
@@ -150,7 +152,7 @@ var strangers = []policyCheck{
 
 func TestPolicyAgentTokens(t *testing.T) {
 	d := policyDaemon(t, "agenttokens", `{"tokens": {"alice": {"label": "alice", "agents": ["mock"]}, "bob": {"label": "bob", "agents": ["claude"]}}}`, withAdminFile(t)...)
-	d.check(t, append([]policyCheck{
+	check(t, d, append([]policyCheck{
 		{name: "admin", token: "admin-tok", method: "POST", path: "/v1/acp/admin?agent=mock", body: policyInit, headers: jsonCT, status: 200},
 		{name: "known token, no agent named", token: "alice", method: "GET", path: "/v1/health", status: 200},
 		{name: "alice starts mock", token: "alice", method: "POST", path: "/v1/acp/s1?agent=mock", body: policyInit, headers: jsonCT, status: 200},
@@ -167,7 +169,7 @@ func TestPolicyAgentTokens(t *testing.T) {
 
 func TestPolicyReadOnly(t *testing.T) {
 	d := policyDaemon(t, "readonly", `{"tokens": {"viewer": "viewer-1"}}`, withAdminFile(t)...)
-	d.check(t, append([]policyCheck{
+	check(t, d, append([]policyCheck{
 		{name: "admin writes", token: "admin-tok", method: "PUT", path: "/v1/fs/file?path=notes.txt", body: "hello", status: 200},
 		{name: "admin starts", token: "admin-tok", method: "POST", path: "/v1/acp/a?agent=mock", body: policyInit, headers: jsonCT, status: 200},
 		{name: "viewer reads", token: "viewer", method: "GET", path: "/v1/fs/file?path=notes.txt", status: 200},
@@ -209,10 +211,10 @@ func TestPolicyDenyMethods(t *testing.T) {
 	ro := filepath.Join(dir, "ro.json")
 	os.WriteFile(deny, []byte(`{"deny": ["terminal/*", "session/set_mode"]}`), 0o600)
 	os.WriteFile(ro, []byte(`{"tokens": {"viewer": "viewer"}}`), 0o600)
-	d := startDaemon(t, daemonOpts{Env: policyCacheEnv(), Args: withAdminFile(t,
+	d := harness.Start(t, harness.Options{Env: policyCacheEnv(), Args: withAdminFile(t,
 		"--policy", policyWasm(t, "denymethods")+",config="+deny+",timeout=2s",
 		"--policy", policyWasm(t, "readonly")+",config="+ro+",timeout=2s")})
-	if st, msg := d.acp("admin-tok", "/v1/acp/m?agent=mock", policyInit); st != 200 {
+	if st, msg := acpPost(d, "admin-tok", "/v1/acp/m?agent=mock", policyInit); st != 200 {
 		t.Fatalf("initialize: %d %s", st, msg)
 	}
 	for _, c := range []struct {
@@ -229,13 +231,13 @@ func TestPolicyDenyMethods(t *testing.T) {
 		{"mallory", `{"jsonrpc":"2.0","id":7,"method":"x/echo","params":{}}`, 401},
 		{"", `{"jsonrpc":"2.0","id":8,"method":"x/echo","params":{}}`, 401},
 	} {
-		if st, msg := d.acp(c.token, "/v1/acp/m", c.msg); st != c.status {
+		if st, msg := acpPost(d, c.token, "/v1/acp/m", c.msg); st != c.status {
 			t.Errorf("%s %s: got %d %q, want %d", c.token, c.msg, st, msg, c.status)
 		}
 	}
 	// A denied message never reaches the agent: the stream holds only the
 	// allowed exchanges (the mock ignores the stray response).
-	s := d.stream("/v1/acp/m", "Authorization", "Bearer admin-tok")
+	s := d.Stream("/v1/acp/m", "Authorization", "Bearer admin-tok")
 	var methods []string
 	for range 3 {
 		var m struct {
@@ -244,7 +246,7 @@ func TestPolicyDenyMethods(t *testing.T) {
 			} `json:"result"`
 			ID any `json:"id"`
 		}
-		ev := s.nextWithin(t, 5*time.Second)
+		ev := s.NextWithin(t, 5*time.Second)
 		_ = json.Unmarshal([]byte(ev.Data), &m)
 		methods = append(methods, fmt.Sprint(m.ID, ":", m.Result.EchoedMethod))
 	}
@@ -263,9 +265,9 @@ func TestPolicyScopes(t *testing.T) {
 	]}`
 	cfgFile := filepath.Join(t.TempDir(), "scopes.json")
 	os.WriteFile(cfgFile, []byte(cfg), 0o600)
-	d := startDaemon(t, daemonOpts{Home: home, Env: append(policyCacheEnv(), "SANDBOX_AGENT_TOKEN=admin-tok"),
+	d := harness.Start(t, harness.Options{Home: home, Env: append(policyCacheEnv(), "SANDBOX_AGENT_TOKEN=admin-tok"),
 		Args: []string{"--policy", policyWasm(t, "scopes") + ",config=" + cfgFile + ",timeout=2s"}})
-	d.check(t, append([]policyCheck{
+	check(t, d, append([]policyCheck{
 		{name: "admin writes anywhere", token: "admin-tok", method: "PUT", path: "/v1/fs/file?path=outside.txt", body: "a", status: 200},
 		{name: "ci writes in its tree", token: "ci", method: "PUT", path: "/v1/fs/file?path=work/a.txt", body: "a", status: 200},
 		{name: "ci reads in its tree", token: "ci", method: "GET", path: "/v1/fs/file?path=" + work + "/a.txt", status: 200},
@@ -303,12 +305,12 @@ func TestPolicyHMACToken(t *testing.T) {
 	hc, dm := filepath.Join(dir, "hmac.json"), filepath.Join(dir, "deny.json")
 	os.WriteFile(hc, []byte(`{"secret": "`+secret+`"}`), 0o600)
 	os.WriteFile(dm, []byte(`{"deny": ["terminal/*"]}`), 0o600)
-	d := startDaemon(t, daemonOpts{Env: policyCacheEnv(), Args: withAdminFile(t,
+	d := harness.Start(t, harness.Options{Env: policyCacheEnv(), Args: withAdminFile(t,
 		"--policy", policyWasm(t, "hmactoken")+",config="+hc+",timeout=2s",
 		"--policy", policyWasm(t, "denymethods")+",config="+dm+",timeout=2s")})
 	now := time.Now()
 	valid := mint(secret, "alice", now.Add(time.Hour))
-	d.check(t, append([]policyCheck{
+	check(t, d, append([]policyCheck{
 		{name: "admin", token: "admin-tok", method: "GET", path: "/v1/health", status: 200},
 		{name: "valid", token: valid, method: "GET", path: "/v1/health", status: 200},
 		{name: "valid ACP", token: valid, method: "POST", path: "/v1/acp/h?agent=mock", body: policyInit, headers: jsonCT, status: 200},
@@ -324,10 +326,10 @@ func TestPolicyHMACToken(t *testing.T) {
 }
 
 // waitLog waits (bounded) for a daemon log line containing s.
-func waitLog(t *testing.T, d *daemon, s string) {
+func waitLog(t *testing.T, d *harness.Daemon, s string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if strings.Contains(d.logs.String(), s) {
+		if strings.Contains(d.Logs(), s) {
 			return
 		}
 	}
@@ -345,27 +347,27 @@ func TestPolicyReload(t *testing.T) {
 	}
 	write(`{"deny": ["terminal/*"]}`)
 	spec := policyWasm(t, "denymethods") + ",config=" + cfg + ",timeout=2s"
-	d := startDaemon(t, daemonOpts{Args: []string{"--policy", spec}, Env: policyCacheEnv()})
+	d := harness.Start(t, harness.Options{Args: []string{"--policy", spec}, Env: policyCacheEnv()})
 	echo := `{"jsonrpc":"2.0","id":%d,"method":"x/echo"}`
-	if st, msg := d.acp("", "/v1/acp/r?agent=mock", fmt.Sprintf(echo, 1)); st != 200 {
+	if st, msg := acpPost(d, "", "/v1/acp/r?agent=mock", fmt.Sprintf(echo, 1)); st != 200 {
 		t.Fatalf("before reload: %d %s", st, msg)
 	}
 
 	write(`{"deny": ["x/*"]}`)
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitLog(t, d, "auth policies reloaded")
-	if st, msg := d.acp("", "/v1/acp/r", fmt.Sprintf(echo, 2)); st != 403 || msg != "ACP method x/echo is not allowed" {
+	if st, msg := acpPost(d, "", "/v1/acp/r", fmt.Sprintf(echo, 2)); st != 403 || msg != "ACP method x/echo is not allowed" {
 		t.Errorf("after reload: %d %q", st, msg)
 	}
 
 	write(`not json`)
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitLog(t, d, "keeping the previous ones")
-	if st, _ := d.acp("", "/v1/acp/r", fmt.Sprintf(echo, 3)); st != 403 {
+	if st, _ := acpPost(d, "", "/v1/acp/r", fmt.Sprintf(echo, 3)); st != 403 {
 		t.Errorf("after a failed reload: %d, want the previous policy's 403", st)
 	}
 }
@@ -376,20 +378,20 @@ func TestPolicyRefusedAtStart(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not wasm"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "server", "--port", "0", "--policy", bad)
+	cmd := exec.Command(harness.Binary, "server", "--port", "0", "--policy", bad)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	out, err := runBounded(cmd, 30*time.Second)
 	if err == nil || !strings.Contains(out, "policy broken") {
 		t.Errorf("daemon with a broken policy: %v\n%s", err, out)
 	}
-	cmd = exec.Command(binary, "server", "--policy", "x.wasm,fail=sometimes")
+	cmd = exec.Command(harness.Binary, "server", "--policy", "x.wasm,fail=sometimes")
 	if out, err := runBounded(cmd, 30*time.Second); err == nil || !strings.Contains(out, "fail") {
 		t.Errorf("bad --policy option: %v\n%s", err, out)
 	}
 }
 
 func runBounded(cmd *exec.Cmd, limit time.Duration) (string, error) {
-	var out lockedBuffer
+	var out harness.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return "", err
@@ -423,12 +425,12 @@ func TestPolicyTestCommand(t *testing.T) {
 
 	policy := policyWasm(t, "denymethods") + ",config=" + cfg
 	env := append(os.Environ(), policyCacheEnv()...)
-	cmd := exec.Command(binary, "policy", "test", policy, good)
+	cmd := exec.Command(harness.Binary, "policy", "test", policy, good)
 	cmd.Env = env
 	if out, err := runBounded(cmd, time.Minute); err != nil || !strings.Contains(out, "PASS  3 cases") {
 		t.Errorf("good cases: %v\n%s", err, out)
 	}
-	cmd = exec.Command(binary, "policy", "test", policy, bad)
+	cmd = exec.Command(harness.Binary, "policy", "test", policy, bad)
 	cmd.Env = env
 	out, err := runBounded(cmd, time.Minute)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, `FAIL  wrong: got deny 403 "ACP method terminal/kill is not allowed", want allow`) {
@@ -498,7 +500,7 @@ func BenchmarkACPPostPolicy(b *testing.B) {
 // startPolicyBenchDaemon runs the binary quietly with extra server flags
 // and returns its URL.
 func startPolicyBenchDaemon(b *testing.B, home string, args ...string) string {
-	d := startDaemon(b, daemonOpts{Home: home, Args: append([]string{"--log-level", "warn"}, args...), Env: policyCacheEnv()})
+	d := harness.Start(b, harness.Options{Home: home, Args: append([]string{"--log-level", "warn"}, args...), Env: policyCacheEnv()})
 	return d.URL
 }
 
@@ -514,17 +516,17 @@ func TestPolicyACPStd(t *testing.T) {
 	ro := filepath.Join(dir, "ro.json")
 	os.WriteFile(deny, []byte(`{"deny": ["terminal/*"]}`), 0o600)
 	os.WriteFile(ro, []byte(`{"tokens": {"viewer": "viewer"}}`), 0o600)
-	d := startDaemon(t, daemonOpts{Env: policyCacheEnv(), Args: withAdminFile(t,
+	d := harness.Start(t, harness.Options{Env: policyCacheEnv(), Args: withAdminFile(t,
 		"--policy", policyWasm(t, "denymethods")+",config="+deny+",timeout=2s",
 		"--policy", policyWasm(t, "readonly")+",config="+ro+",timeout=2s")})
 
-	st, h, b := d.do("POST", "/acp/mock", []byte(policyInit), "Content-Type", "application/json", "Authorization", "Bearer admin-tok")
+	st, h, b := d.Do("POST", "/acp/mock", []byte(policyInit), "Content-Type", "application/json", "Authorization", "Bearer admin-tok")
 	id := h.Get("Acp-Connection-Id")
 	if st != 200 || id == "" {
 		t.Fatalf("admin's initialize: %d %s", st, b)
 	}
 	conn := []string{"Content-Type", "application/json", "Acp-Connection-Id", id}
-	d.check(t, []policyCheck{
+	check(t, d, []policyCheck{
 		{name: "viewer may not create a connection", token: "viewer", method: "POST", path: "/acp/mock", body: policyInit, headers: jsonCT, status: 403,
 			msg: "read-only token: acp.start is not allowed"},
 		{name: "nor one that needs installing", token: "viewer", method: "POST", path: "/acp/opencode", body: policyInit, headers: jsonCT, status: 403,
@@ -578,7 +580,7 @@ func TestPolicyACPStd(t *testing.T) {
 			t.Fatalf("unexpected frame: %s", got)
 		}
 	}
-	if st, _, b := d.do("DELETE", "/acp/mock", nil, "Acp-Connection-Id", id, "Authorization", "Bearer admin-tok"); st != 202 {
+	if st, _, b := d.Do("DELETE", "/acp/mock", nil, "Acp-Connection-Id", id, "Authorization", "Bearer admin-tok"); st != 202 {
 		t.Errorf("admin's DELETE: %d %s", st, b)
 	}
 }

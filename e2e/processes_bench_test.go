@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // BenchmarkProcessRun times POST /v1/processes/run of `true` through the
@@ -20,7 +22,7 @@ import (
 //
 //	go test ./e2e -run '^$' -bench BenchmarkProcessRun -benchtime 300x
 func BenchmarkProcessRun(b *testing.B) {
-	d := startDaemon(b, daemonOpts{})
+	d := harness.Start(b, harness.Options{})
 	client := &http.Client{}
 	body := []byte(`{"command":"true"}`)
 	truePath, err := exec.LookPath("true")
@@ -74,16 +76,16 @@ func BenchmarkProcessRun(b *testing.B) {
 //
 //	go test ./e2e -run '^$' -bench BenchmarkProcessLogStream -benchtime 5x
 func BenchmarkProcessLogStream(b *testing.B) {
-	d := startDaemon(b, daemonOpts{})
+	d := harness.Start(b, harness.Options{})
 	const size = 48 << 20
 	cfg := []byte(`{"maxConcurrentProcesses":8,"defaultRunTimeoutMs":30000,"maxRunTimeoutMs":30000,"maxOutputBytes":1048576,"maxLogBytesPerProcess":67108864,"maxInputBytesPerRequest":1024}`)
-	if st, _, out := d.do("POST", "/v1/processes/config", cfg, "Content-Type", "application/json"); st != 200 {
+	if st, _, out := d.Do("POST", "/v1/processes/config", cfg, "Content-Type", "application/json"); st != 200 {
 		b.Fatalf("config: %d %s", st, out)
 	}
 	b.SetBytes(size)
 	for b.Loop() {
 		b.StopTimer()
-		st, _, out := d.do("POST", "/v1/processes", []byte(`{"command":"head","args":["-c","50331648","/dev/zero"]}`), "Content-Type", "application/json")
+		st, _, out := d.Do("POST", "/v1/processes", []byte(`{"command":"head","args":["-c","50331648","/dev/zero"]}`), "Content-Type", "application/json")
 		if st != 200 {
 			b.Fatalf("create: %d %s", st, out)
 		}
@@ -100,7 +102,7 @@ func BenchmarkProcessLogStream(b *testing.B) {
 		if got != size {
 			b.Fatalf("streamed %d bytes, want %d", got, size)
 		}
-		d.do("DELETE", "/v1/processes/"+p.ID, nil)
+		d.Do("DELETE", "/v1/processes/"+p.ID, nil)
 		b.StartTimer()
 	}
 }

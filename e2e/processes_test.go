@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
@@ -37,43 +38,23 @@ type runResult struct {
 	DurationMs      int64  `json:"durationMs"`
 }
 
-// jsonDo sends body as JSON and decodes a 2xx answer into out; it returns
-// the status and the raw body.
-func (d *daemon) jsonDo(method, path string, body any, out any) (int, []byte) {
-	d.t.Helper()
-	var b []byte
-	if body != nil {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
-			d.t.Fatal(err)
-		}
-	}
-	st, _, resp := d.do(method, path, b, "Content-Type", "application/json")
-	if out != nil && st/100 == 2 {
-		if err := json.Unmarshal(resp, out); err != nil {
-			d.t.Fatalf("%s %s: %v: %s", method, path, err, resp)
-		}
-	}
-	return st, resp
-}
-
-func (d *daemon) createProcess(t *testing.T, req map[string]any) procInfo {
+func createProcess(t *testing.T, d *harness.Daemon, req map[string]any) procInfo {
 	t.Helper()
 	var p procInfo
-	if st, b := d.jsonDo("POST", "/v1/processes", req, &p); st != 200 {
+	if st, b := d.JSONDo("POST", "/v1/processes", req, &p); st != 200 {
 		t.Fatalf("create: %d %s", st, b)
 	}
 	return p
 }
 
-func (d *daemon) processLogs(t *testing.T, id string) string {
+func processLogs(t *testing.T, d *harness.Daemon, id string) string {
 	t.Helper()
 	var logs struct {
 		Entries []struct {
 			Data string `json:"data"`
 		} `json:"entries"`
 	}
-	if st, b := d.jsonDo("GET", "/v1/processes/"+id+"/logs", nil, &logs); st != 200 {
+	if st, b := d.JSONDo("GET", "/v1/processes/"+id+"/logs", nil, &logs); st != 200 {
 		t.Fatalf("logs: %d %s", st, b)
 	}
 	var sb strings.Builder
@@ -97,11 +78,11 @@ func treeScript(trapTerm bool) string {
 	return s
 }
 
-func (d *daemon) treePIDs(t *testing.T, id string) []int {
+func treePIDs(t *testing.T, d *harness.Daemon, id string) []int {
 	t.Helper()
 	var line string
-	eventually(t, 10*time.Second, "tree started", func() bool {
-		line = d.processLogs(t, id)
+	harness.Eventually(t, 10*time.Second, "tree started", func() bool {
+		line = processLogs(t, d, id)
 		return strings.HasPrefix(line, "pids ") && strings.HasSuffix(line, "\n")
 	})
 	var pids []int
@@ -121,24 +102,24 @@ func TestProcessTreeKilled(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		trapTerm bool
-		end      func(t *testing.T, d *daemon, id string)
+		end      func(t *testing.T, d *harness.Daemon, id string)
 		signal   string
 	}{
-		{"stop", false, func(t *testing.T, d *daemon, id string) {
+		{"stop", false, func(t *testing.T, d *harness.Daemon, id string) {
 			var p procInfo
-			if st, b := d.jsonDo("POST", "/v1/processes/"+id+"/stop?waitMs=5000", nil, &p); st != 200 || p.Status != "exited" {
+			if st, b := d.JSONDo("POST", "/v1/processes/"+id+"/stop?waitMs=5000", nil, &p); st != 200 || p.Status != "exited" {
 				t.Fatalf("stop: %d %s", st, b)
 			}
 		}, "SIGTERM"},
-		{"kill", true, func(t *testing.T, d *daemon, id string) {
+		{"kill", true, func(t *testing.T, d *harness.Daemon, id string) {
 			var p procInfo
-			if st, b := d.jsonDo("POST", "/v1/processes/"+id+"/kill?waitMs=5000", nil, &p); st != 200 || p.Status != "exited" {
+			if st, b := d.JSONDo("POST", "/v1/processes/"+id+"/kill?waitMs=5000", nil, &p); st != 200 || p.Status != "exited" {
 				t.Fatalf("kill: %d %s", st, b)
 			}
 		}, "SIGKILL"},
-		{"shutdown", true, func(t *testing.T, d *daemon, id string) {
+		{"shutdown", true, func(t *testing.T, d *harness.Daemon, id string) {
 			start := time.Now()
-			d.stop()
+			d.Stop()
 			// The grace period is 3 s (--stop-grace); then SIGKILL.
 			if el := time.Since(start); el > 6*time.Second {
 				t.Errorf("shutdown took %v", el)
@@ -146,16 +127,16 @@ func TestProcessTreeKilled(t *testing.T) {
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := startDaemon(t, daemonOpts{})
-			p := d.createProcess(t, map[string]any{"command": "sh", "args": []string{"-c", treeScript(tc.trapTerm)}})
-			pids := append(d.treePIDs(t, p.ID), *p.PID)
+			d := harness.Start(t, harness.Options{})
+			p := createProcess(t, d, map[string]any{"command": "sh", "args": []string{"-c", treeScript(tc.trapTerm)}})
+			pids := append(treePIDs(t, d, p.ID), *p.PID)
 			for _, pid := range pids {
 				if !proc.Alive(pid) {
 					t.Fatalf("pid %d not running before the test", pid)
 				}
 			}
 			tc.end(t, d, p.ID)
-			eventually(t, 5*time.Second, "whole tree gone", func() bool {
+			harness.Eventually(t, 5*time.Second, "whole tree gone", func() bool {
 				for _, pid := range pids {
 					if proc.Alive(pid) {
 						return false
@@ -168,7 +149,7 @@ func TestProcessTreeKilled(t *testing.T) {
 			}
 			if tc.signal != "" {
 				var got procInfo
-				d.jsonDo("GET", "/v1/processes/"+p.ID, nil, &got)
+				d.JSONDo("GET", "/v1/processes/"+p.ID, nil, &got)
 				if got.Signal != tc.signal || got.ExitCode != nil {
 					t.Errorf("ended with %+v, want signal %s", got, tc.signal)
 				}
@@ -180,10 +161,10 @@ func TestProcessTreeKilled(t *testing.T) {
 // TestProcessRunTimeoutAndTruncation: a run past its timeout is killed as a
 // group and says so; output past maxOutputBytes is cut and flagged.
 func TestProcessRunTimeoutAndTruncation(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	var r runResult
 	start := time.Now()
-	st, b := d.jsonDo("POST", "/v1/processes/run", map[string]any{
+	st, b := d.JSONDo("POST", "/v1/processes/run", map[string]any{
 		"command": "sh", "args": []string{"-c", "sleep 300 & echo started; wait"}, "timeoutMs": 300,
 	}, &r)
 	if st != 200 || !r.TimedOut || r.ExitCode != nil || r.Signal != "SIGKILL" || r.Stdout != "started\n" {
@@ -193,7 +174,7 @@ func TestProcessRunTimeoutAndTruncation(t *testing.T) {
 		t.Errorf("a 300 ms run took %v", el)
 	}
 
-	st, b = d.jsonDo("POST", "/v1/processes/run", map[string]any{
+	st, b = d.JSONDo("POST", "/v1/processes/run", map[string]any{
 		"command": "sh", "args": []string{"-c", "head -c 3000000 /dev/zero; head -c 10 /dev/zero >&2"}, "maxOutputBytes": 1000,
 	}, &r)
 	if st != 200 || len(r.Stdout) != 1000 || !r.StdoutTruncated || len(r.Stderr) != 10 || r.StderrTruncated || r.ExitCode == nil || *r.ExitCode != 0 {
@@ -201,27 +182,27 @@ func TestProcessRunTimeoutAndTruncation(t *testing.T) {
 	}
 
 	// One past the configured maximum: the request's own cap is lowered.
-	d.jsonDo("POST", "/v1/processes/config", map[string]any{
+	d.JSONDo("POST", "/v1/processes/config", map[string]any{
 		"maxConcurrentProcesses": 2, "defaultRunTimeoutMs": 1000, "maxRunTimeoutMs": 1000,
 		"maxOutputBytes": 64, "maxLogBytesPerProcess": 1 << 20, "maxInputBytesPerRequest": 1024,
 	}, nil)
-	st, b = d.jsonDo("POST", "/v1/processes/run", map[string]any{
+	st, b = d.JSONDo("POST", "/v1/processes/run", map[string]any{
 		"command": "sh", "args": []string{"-c", "head -c 65 /dev/zero"}, "maxOutputBytes": 1 << 20,
 	}, &r)
 	if st != 200 || len(r.Stdout) != 64 || !r.StdoutTruncated {
 		t.Fatalf("run above the configured cap: %d %s", st, b)
 	}
 	// Two live processes are the cap: the third is refused with 429.
-	a := d.createProcess(t, map[string]any{"command": "sleep", "args": []string{"300"}})
-	c := d.createProcess(t, map[string]any{"command": "sleep", "args": []string{"300"}})
-	st, b = d.jsonDo("POST", "/v1/processes/run", map[string]any{"command": "true"}, nil)
+	a := createProcess(t, d, map[string]any{"command": "sleep", "args": []string{"300"}})
+	c := createProcess(t, d, map[string]any{"command": "sleep", "args": []string{"300"}})
+	st, b = d.JSONDo("POST", "/v1/processes/run", map[string]any{"command": "true"}, nil)
 	if p := parseProblem(t, b); st != 429 || p.Type != "urn:sandbox-agent:error:too_many_requests" {
 		t.Fatalf("third process: %d %s", st, b)
 	}
 	for _, p := range []procInfo{a, c} {
-		d.jsonDo("POST", "/v1/processes/"+p.ID+"/kill?waitMs=5000", nil, nil)
+		d.JSONDo("POST", "/v1/processes/"+p.ID+"/kill?waitMs=5000", nil, nil)
 	}
-	if st, b := d.jsonDo("POST", "/v1/processes/run", map[string]any{"command": "true"}, nil); st != 200 {
+	if st, b := d.JSONDo("POST", "/v1/processes/run", map[string]any{"command": "true"}, nil); st != 200 {
 		t.Fatalf("after the kills: %d %s", st, b)
 	}
 }
@@ -230,14 +211,14 @@ func TestProcessRunTimeoutAndTruncation(t *testing.T) {
 // /v1/fs path and cannot leave the root, by path or by link.
 func TestProcessCwdConfined(t *testing.T) {
 	r := newRootRig(t)
-	d := startDaemon(t, daemonOpts{Args: []string{"--fs-root", r.root}})
+	d := harness.Start(t, harness.Options{Args: []string{"--fs-root", r.root}})
 	run := func(cwd any) (int, runResult, []byte) {
 		var res runResult
 		body := map[string]any{"command": "pwd"}
 		if cwd != nil {
 			body["cwd"] = cwd
 		}
-		st, b := d.jsonDo("POST", "/v1/processes/run", body, &res)
+		st, b := d.JSONDo("POST", "/v1/processes/run", body, &res)
 		return st, res, b
 	}
 	if st, res, b := run(nil); st != 200 || res.Stdout != r.root+"\n" {
@@ -256,7 +237,7 @@ func TestProcessCwdConfined(t *testing.T) {
 		}
 	}
 	// Managed processes obey the same rule.
-	if st, b := d.jsonDo("POST", "/v1/processes", map[string]any{"command": "pwd", "cwd": r.parent}, nil); st != 400 {
+	if st, b := d.JSONDo("POST", "/v1/processes", map[string]any{"command": "pwd", "cwd": r.parent}, nil); st != 400 {
 		t.Errorf("create outside the root: %d %s", st, b)
 	}
 	r.untouched(t)
@@ -266,14 +247,14 @@ func TestProcessCwdConfined(t *testing.T) {
 // most maxLogBytesPerProcess of output, readers learn of the evicted part,
 // and the daemon's memory stays flat.
 func TestProcessFloodBounded(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	const logCap = 1 << 20
-	d.jsonDo("POST", "/v1/processes/config", map[string]any{
+	d.JSONDo("POST", "/v1/processes/config", map[string]any{
 		"maxConcurrentProcesses": 8, "defaultRunTimeoutMs": 30000, "maxRunTimeoutMs": 30000,
 		"maxOutputBytes": 1 << 20, "maxLogBytesPerProcess": logCap, "maxInputBytesPerRequest": 1024,
 	}, nil)
-	p := d.createProcess(t, map[string]any{"command": "sh", "args": []string{"-c", "exec cat /dev/zero"}})
-	daemonPID := d.cmd.Process.Pid
+	p := createProcess(t, d, map[string]any{"command": "sh", "args": []string{"-c", "exec cat /dev/zero"}})
+	daemonPID := d.Cmd.Process.Pid
 	// A follower that reads nothing at first, then everything.
 	resp, err := http.Get(d.URL + "/v1/processes/" + p.ID + "/logs?follow=true&stream=stdout")
 	if err != nil {
@@ -286,8 +267,8 @@ func TestProcessFloodBounded(t *testing.T) {
 		rss = append(rss, statusKiB(t, daemonPID, "VmRSS"))
 	}
 	var spawned float64
-	m := d.metrics()
-	spawned = metricSum(m, "sandbox_agent_process_log_bytes")
+	m := d.Metrics()
+	spawned = harness.MetricSum(m, "sandbox_agent_process_log_bytes")
 	if spawned > logCap+64<<10 {
 		t.Errorf("log holds %v bytes, cap %d", spawned, logCap)
 	}
@@ -312,7 +293,7 @@ func TestProcessFloodBounded(t *testing.T) {
 		t.Errorf("daemon RSS grew from %d KiB to %d KiB while a process flooded", first, last)
 	}
 	t.Logf("RSS KiB: %v", rss)
-	d.jsonDo("POST", "/v1/processes/"+p.ID+"/kill?waitMs=5000", nil, nil)
+	d.JSONDo("POST", "/v1/processes/"+p.ID+"/kill?waitMs=5000", nil, nil)
 }
 
 // TestProcessRunCyclesLeakNothing: a thousand runs (and a few managed
@@ -321,13 +302,13 @@ func TestProcessRunCyclesLeakNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1000 processes")
 	}
-	d := startDaemon(t, daemonOpts{})
-	pid := d.cmd.Process.Pid
+	d := harness.Start(t, harness.Options{})
+	pid := d.Cmd.Process.Pid
 	// Client connections hold a descriptor and goroutines in the daemon:
 	// every measurement starts without idle ones.
 	goroutines := func() float64 {
 		http.DefaultClient.CloseIdleConnections()
-		return d.metrics()["go_goroutines"]
+		return d.Metrics()["go_goroutines"]
 	}
 	fds := func() int {
 		http.DefaultClient.CloseIdleConnections()
@@ -335,7 +316,7 @@ func TestProcessRunCyclesLeakNothing(t *testing.T) {
 	}
 	// Warm up: the HTTP client's connections and the runtime's threads.
 	for i := 0; i < 20; i++ {
-		d.jsonDo("POST", "/v1/processes/run", map[string]any{"command": "true"}, nil)
+		d.JSONDo("POST", "/v1/processes/run", map[string]any{"command": "true"}, nil)
 	}
 	http.DefaultClient.CloseIdleConnections()
 	time.Sleep(200 * time.Millisecond) // the daemon notices the closed connections
@@ -349,7 +330,7 @@ func TestProcessRunCyclesLeakNothing(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < 1000; i += workers {
 				var r runResult
-				st, b := d.jsonDo("POST", "/v1/processes/run", map[string]any{"command": "sh", "args": []string{"-c", "echo " + strconv.Itoa(i) + "; true"}}, &r)
+				st, b := d.JSONDo("POST", "/v1/processes/run", map[string]any{"command": "sh", "args": []string{"-c", "echo " + strconv.Itoa(i) + "; true"}}, &r)
 				if st != 200 || r.Stdout != fmt.Sprintf("%d\n", i) || r.ExitCode == nil || *r.ExitCode != 0 {
 					errs <- fmt.Sprintf("run %d: %d %s", i, st, b)
 					return
@@ -364,28 +345,28 @@ func TestProcessRunCyclesLeakNothing(t *testing.T) {
 	}
 	// Managed processes too, including a terminal, created and deleted.
 	for i := 0; i < 20; i++ {
-		p := d.createProcess(t, map[string]any{"command": "sh", "args": []string{"-c", "echo x"}, "tty": i%2 == 0})
-		eventually(t, 10*time.Second, "process exits", func() bool {
+		p := createProcess(t, d, map[string]any{"command": "sh", "args": []string{"-c", "echo x"}, "tty": i%2 == 0})
+		harness.Eventually(t, 10*time.Second, "process exits", func() bool {
 			var got procInfo
-			d.jsonDo("GET", "/v1/processes/"+p.ID, nil, &got)
+			d.JSONDo("GET", "/v1/processes/"+p.ID, nil, &got)
 			return got.Status == "exited"
 		})
-		if st, b := d.jsonDo("DELETE", "/v1/processes/"+p.ID, nil, nil); st != 204 {
+		if st, b := d.JSONDo("DELETE", "/v1/processes/"+p.ID, nil, nil); st != 204 {
 			t.Fatalf("delete: %d %s", st, b)
 		}
 	}
-	if !waitUntil(5*time.Second, func() bool { return fds() <= fds0 }) {
+	if !harness.WaitUntil(5*time.Second, func() bool { return fds() <= fds0 }) {
 		t.Errorf("descriptors: %d before, %d after:\n%s", fds0, fds(), fdLinks(pid))
 	}
-	eventually(t, 5*time.Second, "goroutines back", func() bool { return goroutines() <= g0 })
+	harness.Eventually(t, 5*time.Second, "goroutines back", func() bool { return goroutines() <= g0 })
 	if z := zombieChildren(pid); len(z) != 0 {
 		t.Errorf("zombies: %v", z)
 	}
-	m := d.metrics()
-	if got := metricSum(m, "sandbox_agent_process_exits_total", `code="0"`); got < 1020 {
+	m := d.Metrics()
+	if got := harness.MetricSum(m, "sandbox_agent_process_exits_total", `code="0"`); got < 1020 {
 		t.Errorf("exits with code 0 counted: %v", got)
 	}
-	if got := metricSum(m, "sandbox_agent_processes", `state="running"`); got != 0 {
+	if got := harness.MetricSum(m, "sandbox_agent_processes", `state="running"`); got != 0 {
 		t.Errorf("running processes: %v", got)
 	}
 }
@@ -395,9 +376,9 @@ func TestProcessRunCyclesLeakNothing(t *testing.T) {
 func TestProcessesLifecycle(t *testing.T) {
 	// The token comes from the environment, and an operator copied it
 	// into another variable: neither reaches a process.
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t), Env: []string{"SANDBOX_AGENT_TOKEN=tok", "COPY_OF_TOKEN=tok"}})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t), Env: []string{"SANDBOX_AGENT_TOKEN=tok", "COPY_OF_TOKEN=tok"}})
 	auth := []string{"Authorization", "Bearer tok", "Content-Type", "application/json"}
-	st, _, b := d.do("POST", "/v1/processes", []byte(`{"command":"sleep","args":["300"]}`), auth...)
+	st, _, b := d.Do("POST", "/v1/processes", []byte(`{"command":"sleep","args":["300"]}`), auth...)
 	if st != 200 {
 		t.Fatalf("create: %d %s", st, b)
 	}
@@ -405,32 +386,32 @@ func TestProcessesLifecycle(t *testing.T) {
 	_ = json.Unmarshal(b, &p)
 	// No token, wrong token: 401 problems; the access_token query works
 	// only for the terminal socket.
-	if st, _, _ := d.do("GET", "/v1/processes", nil); st != 401 {
+	if st, _, _ := d.Do("GET", "/v1/processes", nil); st != 401 {
 		t.Errorf("no token: %d", st)
 	}
-	if st, _, _ := d.do("GET", "/v1/processes?access_token=tok", nil); st != 401 {
+	if st, _, _ := d.Do("GET", "/v1/processes?access_token=tok", nil); st != 401 {
 		t.Errorf("access_token outside the socket route: %d", st)
 	}
 	up := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
-	if st, _, b := d.do("GET", "/v1/processes/"+p.ID+"/terminal/ws?access_token=tok", nil, up...); st != 409 {
+	if st, _, b := d.Do("GET", "/v1/processes/"+p.ID+"/terminal/ws?access_token=tok", nil, up...); st != 409 {
 		t.Errorf("socket route with access_token, non-tty process: %d %s", st, b)
 	}
-	st, _, b = d.do("POST", "/v1/processes", []byte(`{"command":"sh","tty":true}`), auth...)
+	st, _, b = d.Do("POST", "/v1/processes", []byte(`{"command":"sh","tty":true}`), auth...)
 	var tp procInfo
 	if err := json.Unmarshal(b, &tp); st != 200 || err != nil {
 		t.Fatalf("create tty: %d %s", st, b)
 	}
-	if st, h, b := d.do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil); st != 400 || h.Get("Content-Type") != "application/problem+json" {
+	if st, h, b := d.Do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil); st != 400 || h.Get("Content-Type") != "application/problem+json" {
 		t.Errorf("plain GET of the socket route: %d %s", st, b)
 	}
-	if st, _, b := d.do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil, append(up, "Origin", "https://evil.example")...); st != 403 {
+	if st, _, b := d.Do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil, append(up, "Origin", "https://evil.example")...); st != 403 {
 		t.Errorf("cross-origin upgrade: %d %s", st, b)
 	}
-	d.do("POST", "/v1/processes/"+tp.ID+"/kill?waitMs=5000", nil, auth...)
+	d.Do("POST", "/v1/processes/"+tp.ID+"/kill?waitMs=5000", nil, auth...)
 	// An ACP instance comes and goes; the process stays.
-	d.do("POST", "/v1/acp/s1?agent=mock", []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`), auth...)
-	d.do("DELETE", "/v1/acp/s1", nil, auth...)
-	st, _, b = d.do("GET", "/v1/processes/"+p.ID, nil, auth...)
+	d.Do("POST", "/v1/acp/s1?agent=mock", []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`), auth...)
+	d.Do("DELETE", "/v1/acp/s1", nil, auth...)
+	st, _, b = d.Do("GET", "/v1/processes/"+p.ID, nil, auth...)
 	if st != 200 || !strings.Contains(string(b), `"status":"running"`) {
 		t.Fatalf("after DELETE of an ACP instance: %d %s", st, b)
 	}
@@ -457,34 +438,22 @@ func TestProcessesLifecycle(t *testing.T) {
 		if tc.body != "" {
 			body = []byte(tc.body)
 		}
-		st, h, b := d.do(tc.method, tc.path, body, auth...)
+		st, h, b := d.Do(tc.method, tc.path, body, auth...)
 		if st != tc.status || h.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%s %s %s: %d %s %s", tc.method, tc.path, tc.body, st, h.Get("Content-Type"), b)
 		}
 	}
 	// A process gets stdin, stdout and stderr, and no other descriptor of
 	// the daemon's (not even those the daemon inherited).
-	st, _, b = d.do("POST", "/v1/processes/run", []byte(`{"command":"sh","args":["-c","exec ls /proc/self/fd"]}`), auth...)
+	st, _, b = d.Do("POST", "/v1/processes/run", []byte(`{"command":"sh","args":["-c","exec ls /proc/self/fd"]}`), auth...)
 	if st != 200 || !strings.Contains(string(b), `"stdout":"0\n1\n2\n3\n"`) {
 		t.Errorf("descriptors of a process (3 is ls's own): %d %s", st, b)
 	}
 	// The environment holds none of the daemon's secrets.
-	st, _, b = d.do("POST", "/v1/processes/run", []byte(`{"command":"env"}`), auth...)
+	st, _, b = d.Do("POST", "/v1/processes/run", []byte(`{"command":"env"}`), auth...)
 	if st != 200 || strings.Contains(string(b), "COPY_OF_TOKEN") || strings.Contains(string(b), "SANDBOX_AGENT_TOKEN") || !strings.Contains(string(b), "PATH=") {
 		t.Errorf("env: %d %s", st, b)
 	}
-}
-
-// waitUntil polls cond every 20 ms for up to limit and says whether it held.
-func waitUntil(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
 }
 
 // fdLinks lists what pid's descriptors point at, for failure messages.
@@ -502,12 +471,12 @@ func fdLinks(pid int) string {
 // to or delete them, nor open a terminal, even with ?access_token=.
 func TestProcessesReadOnlyToken(t *testing.T) {
 	d := policyDaemon(t, "readonly", `{"readOnly": ["viewer"]}`)
-	st, b := d.call("writer", "POST", "/v1/processes", `{"command":"sh","tty":true}`, jsonCT...)
+	st, b := call(d, "writer", "POST", "/v1/processes", `{"command":"sh","tty":true}`, jsonCT...)
 	if st != 200 {
 		t.Fatalf("writer creates: %d %s", st, b)
 	}
 	var sh procInfo
-	_, _, raw := d.do("GET", "/v1/processes", nil, "Authorization", "Bearer writer")
+	_, _, raw := d.Do("GET", "/v1/processes", nil, "Authorization", "Bearer writer")
 	var list struct{ Processes []procInfo }
 	_ = json.Unmarshal(raw, &list)
 	if len(list.Processes) != 1 {
@@ -516,7 +485,7 @@ func TestProcessesReadOnlyToken(t *testing.T) {
 	sh = list.Processes[0]
 	ws := "/v1/processes/" + sh.ID + "/terminal/ws"
 	up := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
-	d.check(t, []policyCheck{
+	check(t, d, []policyCheck{
 		{name: "viewer lists", token: "viewer", method: "GET", path: "/v1/processes", status: 200},
 		{name: "viewer gets", token: "viewer", method: "GET", path: "/v1/processes/" + sh.ID, status: 200},
 		{name: "viewer reads logs", token: "viewer", method: "GET", path: "/v1/processes/" + sh.ID + "/logs", status: 200},
@@ -532,7 +501,7 @@ func TestProcessesReadOnlyToken(t *testing.T) {
 		{name: "nor open the terminal", token: "viewer", method: "GET", path: ws, headers: up, status: 403},
 		{name: "nor with access_token", method: "GET", path: ws + "?access_token=viewer", headers: up, status: 403},
 	})
-	if st, b := d.call("writer", "POST", "/v1/processes/"+sh.ID+"/kill?waitMs=5000", ""); st != 200 {
+	if st, b := call(d, "writer", "POST", "/v1/processes/"+sh.ID+"/kill?waitMs=5000", ""); st != 200 {
 		t.Errorf("writer kills: %d %s", st, b)
 	}
 }

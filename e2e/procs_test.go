@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -81,43 +80,6 @@ func waitGone(t *testing.T, limit time.Duration, pids ...int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-type serverInfo struct {
-	ServerID        string `json:"serverId"`
-	Agent           string `json:"agent"`
-	PID             int    `json:"pid"`
-	State           string `json:"state"`
-	ExitCode        *int   `json:"exitCode"`
-	PendingRequests int    `json:"pendingRequests"`
-	Subscribers     int    `json:"subscribers"`
-	LastEventID     uint64 `json:"lastEventId"`
-	BufferedEvents  int    `json:"bufferedEvents"`
-	CreatedAtMs     int64  `json:"createdAtMs"`
-}
-
-func (d *daemon) servers() []serverInfo {
-	d.t.Helper()
-	st, _, b := d.do("GET", "/v1/acp", nil)
-	if st != 200 {
-		d.t.Fatalf("GET /v1/acp: %d %s", st, b)
-	}
-	var doc struct{ Servers []serverInfo }
-	if err := json.Unmarshal(b, &doc); err != nil {
-		d.t.Fatal(err)
-	}
-	return doc.Servers
-}
-
-func (d *daemon) server(id string) serverInfo {
-	d.t.Helper()
-	for _, s := range d.servers() {
-		if s.ServerID == id {
-			return s
-		}
-	}
-	d.t.Fatalf("server %q not listed", id)
-	return serverInfo{}
 }
 
 func osWriteFile(path string, b []byte) error { return os.WriteFile(path, b, 0o755) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // The daemon runs its scheduler on half the CPUs (at least one), leaving the
@@ -14,24 +16,24 @@ import (
 func TestSchedulerSize(t *testing.T) {
 	// The line is logged just after the listener opens, so it may trail
 	// the first health check by a moment.
-	listening := func(d *daemon) string {
+	listening := func(d *harness.Daemon) string {
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			for _, line := range strings.Split(d.logs.String(), "\n") {
+			for _, line := range strings.Split(d.Logs(), "\n") {
 				if strings.Contains(line, "sandbox-agent listening") {
 					return line
 				}
 			}
 		}
-		t.Fatalf("no listening line in:\n%s", d.logs.String())
+		t.Fatalf("no listening line in:\n%s", d.Logs())
 		return ""
 	}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		want := "gomaxprocs=" + strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2))
-		if line := listening(startDaemon(t, daemonOpts{})); !strings.Contains(line, want) {
+		if line := listening(harness.Start(t, harness.Options{})); !strings.Contains(line, want) {
 			t.Errorf("want %s in %q", want, line)
 		}
 	}
-	if line := listening(startDaemon(t, daemonOpts{Env: []string{"GOMAXPROCS=3"}})); !strings.Contains(line, "gomaxprocs=3") {
+	if line := listening(harness.Start(t, harness.Options{Env: []string{"GOMAXPROCS=3"}})); !strings.Contains(line, "gomaxprocs=3") {
 		t.Errorf("GOMAXPROCS=3 not honoured: %q", line)
 	}
 }

@@ -9,15 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
 // TestStreamBurstNoLoss: a 100 000-update burst reaches a fast reader
 // complete, in order, with no gap.
 func TestStreamBurstNoLoss(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	d.post("/v1/acp/burst?agent=mock", initMsg)
-	st, b := d.post("/v1/acp/burst", `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	d := harness.Start(t, harness.Options{})
+	d.Post("/v1/acp/burst?agent=mock", initMsg)
+	st, b := d.Post("/v1/acp/burst", `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 	if st != 200 {
 		t.Fatalf("session/new: %d %s", st, b)
 	}
@@ -25,16 +26,16 @@ func TestStreamBurstNoLoss(t *testing.T) {
 		Result struct{ SessionID string } `json:"result"`
 	}
 	_ = json.Unmarshal(b, &sess)
-	s := d.stream("/v1/acp/burst", "Last-Event-ID", "2")
+	s := d.Stream("/v1/acp/burst", "Last-Event-ID", "2")
 
 	const n = 100000
 	prompt := fmt.Sprintf(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"stream %d"}]}}`, sess.Result.SessionID, n)
-	if st, b := d.post("/v1/acp/burst", prompt); st != 202 {
+	if st, b := d.Post("/v1/acp/burst", prompt); st != 202 {
 		t.Fatalf("prompt: %d %s", st, b)
 	}
 	next, lastID := 1, uint64(2)
 	for {
-		ev := s.nextWithin(t, 60*time.Second)
+		ev := s.NextWithin(t, 60*time.Second)
 		id, err := strconv.ParseUint(ev.ID, 10, 64)
 		if err != nil {
 			t.Fatalf("frame without id (gap?) after %d chunks: %s", next-1, ev.Data)
@@ -65,55 +66,55 @@ func TestStreamBurstNoLoss(t *testing.T) {
 // skip. A stretch evicted while the reader was already behind after a gap
 // gets a second gap frame right after the first, starting where it ended.
 func TestStreamSlowReaderGetsGapFrame(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--replay-bytes", "262144")})
-	if st, b := d.post("/v1/acp/slow?agent=test", initMsg); st != 200 {
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--replay-bytes", "262144")})
+	if st, b := d.Post("/v1/acp/slow?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
 	}
-	s := d.stream("/v1/acp/slow")
-	s.nextWithin(t, 5*time.Second) // id 1, the initialize response
+	s := d.Stream("/v1/acp/slow")
+	s.NextWithin(t, 5*time.Second) // id 1, the initialize response
 
 	const n = 300000 // ~25 MiB of SSE: far more than socket buffers absorb
-	d.post("/v1/acp/slow", fmt.Sprintf(`{"jsonrpc":"2.0","method":"burst","params":{"n":%d}}`, n))
+	d.Post("/v1/acp/slow", fmt.Sprintf(`{"jsonrpc":"2.0","method":"burst","params":{"n":%d}}`, n))
 	final := uint64(n + 1)
 	deadline := time.Now().Add(60 * time.Second)
-	for d.server("slow").LastEventID < final {
+	for d.Server("slow").LastEventID < final {
 		if time.Now().After(deadline) {
-			t.Fatalf("agent did not finish the burst: %+v", d.server("slow"))
+			t.Fatalf("agent did not finish the burst: %+v", d.Server("slow"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	// The position is checked frame by frame (see seqChecker): a gap must
+	// The position is checked frame by frame (see harness.SeqChecker): a gap must
 	// start where the reader is, which after another gap is where that one
 	// ended, not the last event read.
-	seq := seqChecker{pos: 1}
-	for seq.pos < final {
-		ev := s.nextWithin(t, 30*time.Second)
-		if err := seq.frame(ev); err != nil {
+	seq := harness.SeqChecker{Pos: 1}
+	for seq.Pos < final {
+		ev := s.NextWithin(t, 30*time.Second)
+		if err := seq.Frame(ev); err != nil {
 			t.Fatal(err)
 		}
 		if ev.ID == "" {
 			continue
 		}
-		if want := fmt.Sprintf(`"i":%d}`, seq.pos-1); !strings.Contains(ev.Data, want) {
-			t.Fatalf("event %d has wrong data %s", seq.pos, ev.Data)
+		if want := fmt.Sprintf(`"i":%d}`, seq.Pos-1); !strings.Contains(ev.Data, want) {
+			t.Fatalf("event %d has wrong data %s", seq.Pos, ev.Data)
 		}
 	}
-	if seq.gaps == 0 {
+	if seq.Gaps == 0 {
 		t.Fatal("reader never fell behind the buffer; the test proves nothing")
 	}
-	t.Logf("%d gap frame(s), %d right after another", seq.gaps, seq.backToBack)
+	t.Logf("%d gap frame(s), %d right after another", seq.Gaps, seq.BackToBack)
 
 	// Reconnecting with an evicted id: a gap first, then the oldest event.
-	r := d.stream("/v1/acp/slow", "Last-Event-ID", "5")
-	ev := r.nextWithin(t, 5*time.Second)
+	r := d.Stream("/v1/acp/slow", "Last-Event-ID", "5")
+	ev := r.NextWithin(t, 5*time.Second)
 	if ev.ID != "" || !strings.Contains(ev.Data, `"lastEventId":5,`) {
 		t.Fatalf("reconnect with evicted id: %+v", ev)
 	}
 	// Reconnecting with a buffered id resumes right after it.
-	r = d.stream("/v1/acp/slow", "Last-Event-ID", strconv.FormatUint(final-3, 10))
+	r = d.Stream("/v1/acp/slow", "Last-Event-ID", strconv.FormatUint(final-3, 10))
 	for want := final - 2; want <= final; want++ {
-		if ev := r.nextWithin(t, 5*time.Second); ev.ID != strconv.FormatUint(want, 10) {
+		if ev := r.NextWithin(t, 5*time.Second); ev.ID != strconv.FormatUint(want, 10) {
 			t.Fatalf("resume: got id %q, want %d", ev.ID, want)
 		}
 	}
@@ -123,24 +124,24 @@ func TestStreamSlowReaderGetsGapFrame(t *testing.T) {
 // grandchildren that ignore SIGTERM included, and returns promptly even
 // when the agent itself ignores SIGTERM (SIGKILL after the grace period).
 func TestDeleteKillsProcessGroup(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--stop-grace", "500ms")})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--stop-grace", "500ms")})
 	for _, ignoreTerm := range []bool{false, true} {
 		t.Run(fmt.Sprintf("agent ignores TERM=%v", ignoreTerm), func(t *testing.T) {
 			id := fmt.Sprintf("grp-%v", ignoreTerm)
-			d.post("/v1/acp/"+id+"?agent=test", initMsg)
-			s := d.stream("/v1/acp/" + id)
-			s.nextWithin(t, 5*time.Second)
+			d.Post("/v1/acp/"+id+"?agent=test", initMsg)
+			s := d.Stream("/v1/acp/" + id)
+			s.NextWithin(t, 5*time.Second)
 			if ignoreTerm {
-				d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"ignore-term"}`)
+				d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"ignore-term"}`)
 			}
-			d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn"}`)
+			d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn"}`)
 			grandchild := spawnedPID(t, s)
-			pgid := d.server(id).PID
+			pgid := d.Server(id).PID
 			start := time.Now()
 			if got := liveGroupMembers(pgid); len(got) < 2 {
 				t.Fatalf("group %d members before DELETE: %v", pgid, got)
 			}
-			if st, _, _ := d.do("DELETE", "/v1/acp/"+id, nil); st != 204 {
+			if st, _, _ := d.Do("DELETE", "/v1/acp/"+id, nil); st != 204 {
 				t.Fatalf("DELETE: %d", st)
 			}
 			t.Logf("DELETE returned after %v", time.Since(start))
@@ -154,10 +155,10 @@ func TestDeleteKillsProcessGroup(t *testing.T) {
 	}
 }
 
-func spawnedPID(t *testing.T, s *sseStream) int {
+func spawnedPID(t *testing.T, s *harness.Stream) int {
 	t.Helper()
 	for {
-		ev := s.nextWithin(t, 5*time.Second)
+		ev := s.NextWithin(t, 5*time.Second)
 		var m struct {
 			Method string
 			Params struct{ PID int }
@@ -171,24 +172,24 @@ func spawnedPID(t *testing.T, s *sseStream) int {
 // TestShutdownStopsEverything: SIGTERM stops every instance, in parallel,
 // within the grace period, and ends open streams.
 func TestShutdownStopsEverything(t *testing.T) {
-	d := startDaemon(t, daemonOpts{Args: withTestAgent(t, "--stop-grace", "1s")})
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--stop-grace", "1s")})
 	var pgids, grandchildren []int
-	var streams []*sseStream
+	var streams []*harness.Stream
 	for i := 0; i < 4; i++ {
 		id := fmt.Sprintf("sd-%d", i)
-		d.post("/v1/acp/"+id+"?agent=test", initMsg)
-		s := d.stream("/v1/acp/" + id)
-		s.nextWithin(t, 5*time.Second)
-		d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"ignore-term"}`)
-		d.post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn"}`)
+		d.Post("/v1/acp/"+id+"?agent=test", initMsg)
+		s := d.Stream("/v1/acp/" + id)
+		s.NextWithin(t, 5*time.Second)
+		d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"ignore-term"}`)
+		d.Post("/v1/acp/"+id, `{"jsonrpc":"2.0","method":"spawn"}`)
 		grandchildren = append(grandchildren, spawnedPID(t, s))
-		pgids = append(pgids, d.server(id).PID)
+		pgids = append(pgids, d.Server(id).PID)
 		streams = append(streams, s)
 	}
 	start := time.Now()
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-d.done:
+	case <-d.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatal("daemon did not exit after SIGTERM")
 	}
@@ -200,10 +201,10 @@ func TestShutdownStopsEverything(t *testing.T) {
 	}
 	waitGone(t, 2*time.Second, grandchildren...)
 	for _, s := range streams {
-		if _, err := s.next(); err == nil {
+		if _, err := s.Next(); err == nil {
 			// Drain whatever was in flight; the stream must end.
 			for err == nil {
-				_, err = s.next()
+				_, err = s.Next()
 			}
 		}
 	}

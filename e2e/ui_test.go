@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
 // TestUI drives the inspector at /ui/ in headless Chromium against the
@@ -14,7 +16,7 @@ func TestUI(t *testing.T) {
 	browser := requireChromium(t)
 	artifacts := artifactsDir(t)
 	run := func(t *testing.T, scenario string, args ...string) {
-		d := startDaemon(t, daemonOpts{Args: args})
+		d := harness.Start(t, harness.Options{Args: args})
 		env := []string{"BASE_URL=" + d.URL, "SCENARIO=" + scenario, "CHROMIUM=" + browser, "ARTIFACTS=" + artifacts}
 		for i, a := range args {
 			if a == "--token" && i+1 < len(args) {
@@ -43,7 +45,7 @@ func TestUI(t *testing.T) {
 func TestDocsOffline(t *testing.T) {
 	browser := requireChromium(t)
 	artifacts := artifactsDir(t)
-	d := startDaemon(t, daemonOpts{})
+	d := harness.Start(t, harness.Options{})
 	runNode(t, "docs.mjs", 120*time.Second, "BASE_URL="+d.URL, "CHROMIUM="+browser, "ARTIFACTS="+artifacts)
 }
 
