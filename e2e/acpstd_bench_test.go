@@ -12,7 +12,6 @@ package e2e
 // Node's fetch speaks it. shttp-h2c: the same over one h2c connection.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
@@ -53,16 +53,14 @@ func newSHTTPLeg(b *testing.B, d *harness.Daemon, client *http.Client) *shttpLeg
 	}
 	go func() {
 		defer sresp.Body.Close()
-		r := bufio.NewReaderSize(sresp.Body, 1<<16)
+		r := httpclient.NewSSEReader(sresp.Body, 0)
 		for {
-			line, err := r.ReadString('\n')
+			ev, err := r.Next()
 			if err != nil {
 				close(l.answers)
 				return
 			}
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				l.answers <- data
-			}
+			l.answers <- string(ev.Data)
 		}
 	}()
 	return l

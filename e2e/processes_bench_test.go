@@ -1,9 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os/exec"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
@@ -110,26 +111,25 @@ func BenchmarkProcessLogStream(b *testing.B) {
 // readLogStream reads SSE log events to the exit event and returns the
 // decoded size of their data (from the base64 length, without decoding).
 func readLogStream(b *testing.B, r io.Reader) int64 {
-	br := bufio.NewReaderSize(r, 1<<20)
+	sr := httpclient.NewSSEReader(r, 1<<20)
 	var total int64
-	const prefix = `data: {"sequence":`
 	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			b.Fatal("line longer than 1 MiB")
+		ev, err := sr.Next()
+		if errors.Is(err, httpclient.ErrSSEEventTooLarge) {
+			b.Fatal("event larger than 1 MiB")
 		}
 		if err != nil {
 			b.Fatalf("stream ended before exit: %v", err)
 		}
-		switch {
-		case bytes.HasPrefix(line, []byte("event: exit")):
+		switch ev.Event {
+		case "exit":
 			return total
-		case bytes.HasPrefix(line, []byte("event: gap")):
+		case "gap":
 			b.Fatal("gap: the log was too small for the benchmark")
-		case bytes.HasPrefix(line, []byte(prefix)):
-			i := bytes.Index(line, []byte(`"data":"`))
-			j := bytes.Index(line[i+8:], []byte(`"`))
-			data := line[i+8 : i+8+j]
+		case "log":
+			i := bytes.Index(ev.Data, []byte(`"data":"`))
+			j := bytes.Index(ev.Data[i+8:], []byte(`"`))
+			data := ev.Data[i+8 : i+8+j]
 			n := int64(len(data)) / 4 * 3
 			n -= int64(strings.Count(string(data[max(0, len(data)-2):]), "="))
 			total += n

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 )
 
 // churn spawns an instance, uses it a little and deletes it.
@@ -44,22 +45,22 @@ func (l *load) sessions(ctx context.Context, w int) {
 		}
 		pid := fmt.Sprintf("t%d", turn)
 		l.expect(ctx, "prompt", "/v1/acp/"+id, fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"stream 2000"}]}}`, pid, sid), 202)
-		r := bufio.NewReader(resp.Body)
+		r := httpclient.NewSSEReader(resp.Body, 0)
 		for {
-			line, err := r.ReadString('\n')
+			ev, err := r.Next()
 			if err != nil {
 				if ctx.Err() == nil {
 					l.fail("session stream read", err)
 				}
 				break
 			}
-			if strings.HasPrefix(line, "id: ") {
-				lastID = strings.TrimSpace(line[4:])
+			if ev.ID != "" {
+				lastID = ev.ID
 			}
-			if strings.Contains(line, `_adapter/replay_gap`) {
+			if bytes.Contains(ev.Data, []byte(`_adapter/replay_gap`)) {
 				l.fail("session stream", "gap for a reader that keeps up")
 			}
-			if strings.Contains(line, `"id":"`+pid+`"`) {
+			if bytes.Contains(ev.Data, []byte(`"id":"`+pid+`"`)) {
 				break
 			}
 		}
@@ -80,9 +81,10 @@ func (l *load) streamChurn(ctx context.Context, w int) {
 			return
 		}
 		l.expect(ctx, "burst", "/v1/acp/"+id, `{"jsonrpc":"2.0","method":"burst","params":{"n":20000}}`, 202)
-		r := bufio.NewReader(resp.Body)
-		for range 500 {
-			if _, err := r.ReadString('\n'); err != nil {
+		// About 500 lines: an event is four (event, id, data, a blank line).
+		r := httpclient.NewSSEReader(resp.Body, 0)
+		for range 125 {
+			if _, err := r.Next(); err != nil {
 				break
 			}
 		}
