@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -196,10 +197,7 @@ func TestACPSameIDs(t *testing.T) {
 		}()
 	}
 	// While both are pending, a duplicate 7 conflicts.
-	deadline := time.Now().Add(5 * time.Second)
-	for d.Server("ids").PendingRequests < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	harness.WaitUntil(5*time.Second, func() bool { return d.Server("ids").PendingRequests >= 2 })
 	st, b := d.Post("/v1/acp/ids", `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
 	if p := parseProblem(t, b); st != 409 || p.Type != "urn:sandbox-agent:error:conflict" {
 		t.Errorf("duplicate in-flight id: %d %s", st, b)
@@ -258,10 +256,7 @@ func TestACPAgentExit(t *testing.T) {
 		st, b := d.Post("/v1/acp/ex", `{"jsonrpc":"2.0","id":2,"method":"hang"}`)
 		pending <- res{st, b, time.Now()}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for d.Server("ex").PendingRequests < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	harness.WaitUntil(5*time.Second, func() bool { return d.Server("ex").PendingRequests >= 2 })
 	if st, _ := d.Post("/v1/acp/ex", `{"jsonrpc":"2.0","method":"exit","params":{"code":3}}`); st != 202 {
 		t.Fatalf("exit: %d", st)
 	}
@@ -375,7 +370,7 @@ func TestACPMultiInstanceIsolation(t *testing.T) {
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
-	if err := osWriteFile(path, []byte(content)); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }

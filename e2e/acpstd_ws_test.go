@@ -49,15 +49,11 @@ func listed(t *testing.T, d *harness.Daemon, id string) bool {
 	return strings.Contains(string(b), `"serverId":"`+id+`"`)
 }
 
-// waitGone waits until id is no longer listed under /v1/acp.
+// waitUnlisted waits until id is no longer listed under /v1/acp.
 func waitUnlisted(t *testing.T, d *harness.Daemon, id string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for listed(t, d, id) {
-		if time.Now().After(deadline) {
-			t.Fatalf("connection %s still listed after %v", id, within)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !harness.WaitUntil(within, func() bool { return !listed(t, d, id) }) {
+		t.Fatalf("connection %s still listed after %v", id, within)
 	}
 }
 

@@ -328,12 +328,9 @@ func TestPolicyHMACToken(t *testing.T) {
 // waitLog waits (bounded) for a daemon log line containing s.
 func waitLog(t *testing.T, d *harness.Daemon, s string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if strings.Contains(d.Logs(), s) {
-			return
-		}
+	if !harness.WaitUntil(10*time.Second, func() bool { return strings.Contains(d.Logs(), s) }) {
+		t.Fatalf("no log line containing %q", s)
 	}
-	t.Fatalf("no log line containing %q", s)
 }
 
 // SIGHUP reloads policies and their configs; a reload that fails keeps the

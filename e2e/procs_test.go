@@ -1,10 +1,10 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
@@ -64,22 +64,16 @@ func processCPU(t testing.TB, pid int) time.Duration {
 // waitGone polls until none of pids is alive, failing after limit.
 func waitGone(t *testing.T, limit time.Duration, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		var alive []int
+	var alive []int
+	if !harness.WaitUntil(limit, func() bool {
+		alive = alive[:0]
 		for _, p := range pids {
 			if proc.Alive(p) {
 				alive = append(alive, p)
 			}
 		}
-		if len(alive) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes still alive after %v: %v", limit, alive)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(alive) == 0
+	}) {
+		t.Fatalf("processes still alive after %v: %v", limit, alive)
 	}
 }
-
-func osWriteFile(path string, b []byte) error { return os.WriteFile(path, b, 0o755) }

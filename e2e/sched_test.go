@@ -17,15 +17,19 @@ func TestSchedulerSize(t *testing.T) {
 	// The line is logged just after the listener opens, so it may trail
 	// the first health check by a moment.
 	listening := func(d *harness.Daemon) string {
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var found string
+		if !harness.WaitUntil(5*time.Second, func() bool {
 			for _, line := range strings.Split(d.Logs(), "\n") {
 				if strings.Contains(line, "sandbox-agent listening") {
-					return line
+					found = line
+					return true
 				}
 			}
+			return false
+		}) {
+			t.Fatalf("no listening line in:\n%s", d.Logs())
 		}
-		t.Fatalf("no listening line in:\n%s", d.Logs())
-		return ""
+		return found
 	}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		want := "gomaxprocs=" + strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2))
