@@ -288,6 +288,8 @@ func layers(mod string) []layer {
 			// it only speaks HTTP to the built binary (and imports nothing
 			// but domain values), so a test through it stays black-box; it is
 			// also what Go users of the daemon import, which e2e must prove.
+			// Its own helpers (e2e/internal/harness, e2e/internal/proc) and
+			// tools (e2e/cmd) are under e2e and follow the same rule.
 			name:  "e2e is black-box: stdlib, acp-go-sdk, the public Go client and its own helpers",
 			match: func(dir string) bool { return under(dir, "e2e") },
 			rule: func(dir, imp string, _ bool) string {
@@ -424,6 +426,12 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"e2e", mod + "/adapters/httpapi", true, false},
 		{"e2e", mod + "/extensions/wasmpolicy", true, false},
 		{"e2e", acpSDK, true, true},
+		// The shared harness and the e2e tools are held to the same rule.
+		{"e2e", mod + "/e2e/internal/harness", true, true},
+		{"e2e/internal/harness", mod + "/adapters/httpclient", false, true},
+		{"e2e/internal/harness", mod + "/app", false, false},
+		{"e2e/internal/harness", mod + "/adapters/process", false, false},
+		{"e2e/cmd/soak", mod + "/e2e/internal/harness", false, true},
 	}
 	for _, tt := range tests {
 		var why string

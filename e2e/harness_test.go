@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := harness.Build(dir); err != nil {
+	if err := harness.Build(context.Background(), dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)

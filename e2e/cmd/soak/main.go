@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/proc"
 )
 
@@ -51,19 +52,16 @@ func run(ctx context.Context, duration, every time.Duration, workers int) error 
 	if err != nil || strings.TrimSpace(string(out)) == "" {
 		return errors.New("run soak from inside the sandbox-agent module")
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
 	work, err := os.MkdirTemp("", "soak-")
 	if err != nil {
 		return err
 	}
 	defer func() { proc.KillUnder(work); os.RemoveAll(work) }()
-	build := exec.CommandContext(ctx, "go", "build", "-o", work+"/", "./cmd/sandbox-agent", "./e2e/testagent")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build: %w", err)
+	if err := harness.Build(ctx, work); err != nil {
+		return err
 	}
 	agents := filepath.Join(work, "agents.json")
-	if err := os.WriteFile(agents, []byte(`{"agents":[{"id":"test","command":"`+filepath.Join(work, "testagent")+`"}]}`), 0o644); err != nil {
+	if err := os.WriteFile(agents, []byte(`{"agents":[{"id":"test","command":"`+harness.TestAgent+`"}]}`), 0o644); err != nil {
 		return err
 	}
 	d, err := start(work, agents)
