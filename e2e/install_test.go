@@ -210,7 +210,7 @@ func TestLazyInstall(t *testing.T) {
 }
 
 // TestInstallEndpoint: explicit installs, provenance, idempotence,
-// reinstall, harness.Binary archives, fallback when the registry has no entry.
+// reinstall, binary archives, fallback when the registry has no entry.
 func TestInstallEndpoint(t *testing.T) {
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
