@@ -3,8 +3,10 @@ package acp
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
@@ -92,10 +94,25 @@ func TestMetricsCounters(t *testing.T) {
 		t.Fatalf("gaps = %d, want 1", got.ReplayGaps)
 	}
 
-	// An exit with a code, then a delete.
+	// An exit with a code, then a delete once the exit is recorded (a
+	// delete racing the exit would SIGTERM the agent first).
+	exitSeen, err := s.Subscribe("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := metricsPost(t, s, ctx, "a", `{"jsonrpc":"2.0","method":"exit","params":{"code":3}}`); err != nil {
 		t.Fatal(err)
 	}
+	for exited := false; !exited; {
+		evs, _, err := exitSeen.Read(ctx, nil, 64, time.Minute)
+		if err != nil {
+			t.Fatalf("waiting for the exit: %v", err)
+		}
+		for _, e := range evs {
+			exited = exited || strings.Contains(string(e.Data), "_adapter/agent_exited")
+		}
+	}
+	exitSeen.Close()
 	s.Delete(ctx, "a")
 	got = s.Metrics()
 	want := []ExitCount{{ExitKey: ExitKey{Code: "3"}, Count: 1}}
