@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"sync"
@@ -833,8 +834,17 @@ func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}) 
 		if agent != "" {
 			q = url.Values{"agent": {agent}}
 		}
-		body := &signalReader{r: bytes.NewReader(line), onEOF: signal}
-		resp, err := a.c.rawLen(a.ctx, http.MethodPost, acpPath(a.serverID), q, body, int64(len(line)), "application/json", http.Header{"Accept": {"application/json"}})
+		// The body is a *bytes.Reader, which net/http knows to be in
+		// memory: it then writes headers and body in one segment. Any
+		// other reader (a wrapper signalling EOF, say) makes it flush the
+		// headers on their own first: an extra write, and an extra
+		// wake-up of the daemon's reader, on every message (~30 µs of a
+		// ~200 µs round trip here). "Taken" is the trace's WroteRequest,
+		// called once the request was written and flushed (or failed).
+		ctx := httptrace.WithClientTrace(a.ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { signal() },
+		})
+		resp, err := a.c.rawLen(ctx, http.MethodPost, acpPath(a.serverID), q, bytes.NewReader(line), int64(len(line)), "application/json", http.Header{"Accept": {"application/json"}})
 		if err == nil {
 			// An answer is one agent line; the stream bounds those too.
 			answer, rerr := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxSSEEvent+1))
@@ -932,20 +942,6 @@ func (a *ACPConn) postProblem(f domain.Frame, p *Problem) {
 	}
 	a.queueLocked(rpcError(f.ID, p.Error(), p.Raw))
 	a.markAnsweredLocked(key)
-}
-
-// signalReader calls onEOF when the transport has read the whole body.
-type signalReader struct {
-	r     io.Reader
-	onEOF func()
-}
-
-func (s *signalReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if err == io.EOF {
-		s.onEOF()
-	}
-	return n, err
 }
 
 func truncate(b []byte, n int) string {
