@@ -1,7 +1,9 @@
 package guest
 
 import (
+	"bytes"
 	"strings"
+	"unsafe"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/abi"
@@ -81,19 +83,36 @@ func (r *Request) Actions() []domain.Action {
 // matches one of patterns ("acp.send", "fs.*", "*.read", "*"); see
 // domain.Action.Match.
 func (r *Request) ActionsWithin(patterns ...string) bool {
-	for _, a := range r.Actions() {
-		ok := false
-		for _, p := range patterns {
-			if a.Match(p) {
-				ok = true
-				break
-			}
+	// Walks the record in place: no slice of actions, no copied strings
+	// (each allocation is dear inside a Go wasm guest).
+	if !within(r.v.Field(abi.FieldAction), patterns) {
+		return false
+	}
+	rest := r.v.Field(abi.FieldImplies)
+	for len(rest) > 0 {
+		a := rest
+		if i := bytes.IndexByte(rest, ','); i >= 0 {
+			a, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
 		}
-		if !ok {
+		if !within(a, patterns) {
 			return false
 		}
 	}
 	return true
+}
+
+// within reports whether action a matches one of patterns. The action is
+// viewed as a string without a copy: Match does not keep it.
+func within(a []byte, patterns []string) bool {
+	action := domain.Action(unsafe.String(unsafe.SliceData(a), len(a)))
+	for _, p := range patterns {
+		if action.Match(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Resource is what a request acts on; fields that do not apply are empty.
@@ -123,10 +142,11 @@ func (r *Request) Principal() string { return r.field(abi.FieldPrincipal) }
 
 // Header returns the first value of the named header (any case), or "".
 func (r *Request) Header(name string) string {
-	name = strings.ToLower(name)
 	for i := range r.v.NumHeaders() {
+		// Names in the record are lower case; EqualFold spares lowering
+		// name (an allocation when it has capitals).
 		k, v := r.v.HeaderAt(i)
-		if string(k) == name {
+		if len(k) == len(name) && strings.EqualFold(unsafe.String(unsafe.SliceData(k), len(k)), name) {
 			return string(v)
 		}
 	}
