@@ -178,7 +178,7 @@ func (c *Config) authRequest(r *http.Request, method, route, opID string) domain
 	}
 	headers := make(map[string][]string, len(r.Header)+1)
 	for k, v := range r.Header {
-		headers[strings.ToLower(k)] = v
+		headers[lowerHeader(k)] = v
 	}
 	if r.Host != "" {
 		headers["host"] = []string{r.Host}
@@ -205,7 +205,7 @@ func authorize(ctx context.Context, cfg *Config, req domain.AuthRequest) (contex
 	cfg.metrics.countAuth(req.Action, out.Decision, out.By)
 	l := logger(ctx)
 	if out.Principal != "" {
-		l = l.With("principal", out.Principal)
+		l = withLazy(l, slog.String("principal", out.Principal))
 		ctx = context.WithValue(ctx, loggerKey{}, l)
 	}
 	level := slog.LevelInfo
@@ -277,4 +277,28 @@ func withAuth(cfg *Config, route, opID string, describe rawDescribe, next http.H
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// lowerNames maps the canonical form of common header names to lower
+// case, so describing a request to the policies does not allocate a new
+// string for each of its headers.
+var lowerNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{
+		"Accept", "Accept-Encoding", "Accept-Language", "Acp-Connection-Id", "Authorization",
+		"Cache-Control", "Connection", "Content-Length", "Content-Type", "Cookie", "Host",
+		"Last-Event-Id", "Origin", "Referer", "Sec-Fetch-Dest", "Sec-Fetch-Mode", "Sec-Fetch-Site",
+		"Sec-Websocket-Key", "Sec-Websocket-Version", "Upgrade", "User-Agent", "X-Forwarded-For",
+		"X-Request-Id",
+	} {
+		m[n] = strings.ToLower(n)
+	}
+	return m
+}()
+
+func lowerHeader(k string) string {
+	if l, ok := lowerNames[k]; ok {
+		return l
+	}
+	return strings.ToLower(k)
 }

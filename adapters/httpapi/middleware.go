@@ -34,7 +34,7 @@ func requestContext(next http.Handler, base *slog.Logger) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		l := base.With("request_id", id)
+		l := withLazy(base, slog.String("request_id", id))
 		ctx := context.WithValue(r.Context(), loggerKey{}, l)
 		defer func() {
 			if v := recover(); v != nil {

@@ -26,7 +26,7 @@ type policyFlags struct {
 }
 
 func (p *policyFlags) register(fs *pflag.FlagSet) {
-	fs.Var((*policySpecs)(&p.specs), "policy", "auth policy: FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB] (repeatable; run in order before the token check: the first deny or grant decides)")
+	fs.Var((*policySpecs)(&p.specs), "policy", "auth policy: FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB][,instances=N][,cache=off] (repeatable; run in order before the token check: the first deny or grant decides)")
 	fs.StringVar(&p.cache, "policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
 }
 

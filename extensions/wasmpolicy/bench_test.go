@@ -120,3 +120,32 @@ func BenchmarkChainOfTwo(b *testing.B) {
 	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
 }
+
+// BenchmarkChainOfTwoCached is BenchmarkChainOfTwo with both policies
+// declaring their decisions cacheable: after the first request, what the
+// chain costs when the decision cache answers.
+func BenchmarkChainOfTwoCached(b *testing.B) {
+	h := &Host{cache: testHost(b).cache, logger: testHost(b).logger}
+	cfg := []byte(`{"cache": true}`)
+	set, err := h.Load(context.Background(), []Spec{{Path: fixtureWasm, Name: "a", Config: cfg, CallTimeout: relaxed}, {Path: fixtureWasm, Name: "b", Config: cfg, CallTimeout: relaxed}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer set.Close(context.Background())
+	ctx := context.Background()
+	durs := make([]time.Duration, 0, 1<<16)
+	for b.Loop() {
+		start := time.Now()
+		d, err := set.Authorize(ctx, benchRequest)
+		durs = append(durs, time.Since(start))
+		if err != nil || d.Verdict != domain.Pass {
+			b.Fatalf("got %+v, %v", d, err)
+		}
+	}
+	if n := set.policies[0].calls.Load() + set.policies[1].calls.Load(); n != 2 {
+		b.Fatalf("%d module calls, want one per policy", n)
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
+}

@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -30,6 +31,32 @@ type instance struct {
 	// broken is set after a trap, a timeout, or an answer that could not be
 	// read: the instance's state is unknown and it must be thrown away.
 	broken bool
+	// impure is set when the module reads the clock or random bytes; the
+	// decision of a call that did is never cached, whatever the policy
+	// declared (see decisionCache).
+	impure bool
+}
+
+// The module's clocks and random source: the real ones, noting each use.
+func (in *instance) walltime() (int64, int32) {
+	in.impure = true
+	now := time.Now()
+	return now.Unix(), int32(now.Nanosecond())
+}
+
+func (in *instance) nanotime() int64 {
+	in.impure = true
+	return int64(time.Since(clockBase))
+}
+
+// clockBase anchors the modules' monotonic clock.
+var clockBase = time.Now()
+
+type noteRandom struct{ in *instance }
+
+func (r noteRandom) Read(b []byte) (int, error) {
+	r.in.impure = true
+	return rand.Read(b)
 }
 
 // newInstance instantiates the module (running _initialize for WASI
@@ -37,18 +64,20 @@ type instance struct {
 func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.spec.InitTimeout)
 	defer cancel()
-	logs := &lineLogger{logger: p.logger}
-	mod, err := p.rt.InstantiateModule(ctx, p.code, p.modCfg.WithStdout(logs.stream("stdout")).WithStderr(logs.stream("stderr")))
+	in := &instance{logs: &lineLogger{logger: p.logger}}
+	cfg := p.modCfg.
+		WithStdout(in.logs.stream("stdout")).
+		WithStderr(in.logs.stream("stderr")).
+		WithWalltime(in.walltime, sys.ClockResolution(time.Microsecond)).
+		WithNanotime(in.nanotime, sys.ClockResolution(1)).
+		WithRandSource(noteRandom{in})
+	mod, err := p.rt.InstantiateModule(ctx, p.code, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start instance: %w", describe(err))
 	}
-	in := &instance{
-		mod:    mod,
-		mem:    mod.Memory(),
-		alloc:  mod.ExportedFunction(abi.ExportAlloc),
-		decide: mod.ExportedFunction(abi.ExportAuthorize),
-		logs:   logs,
-	}
+	in.mod, in.mem = mod, mod.Memory()
+	in.alloc = mod.ExportedFunction(abi.ExportAlloc)
+	in.decide = mod.ExportedFunction(abi.ExportAuthorize)
 	if err := in.setup(ctx, p.config); err != nil {
 		in.close()
 		return nil, err
@@ -124,30 +153,38 @@ const maxMessage = 1024
 // authorize runs policy_authorize on one request record, bounded by
 // timeout. The request's own cancellation is not passed on: a client going
 // away must not cost an instance; only the time limit stops a call.
-func (in *instance) authorize(ctx context.Context, record []byte, timeout time.Duration) (domain.Decision, error) {
+//
+// cacheable is the answer record when the decision may be cached: the
+// policy sent a vary block and read neither clock nor randomness. It
+// aliases guest memory: use it before the instance's next call.
+func (in *instance) authorize(ctx context.Context, record []byte, timeout time.Duration) (d domain.Decision, cacheable []byte, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	ptr, err := in.write(ctx, record)
 	if err != nil {
-		return domain.Decision{}, err
+		return domain.Decision{}, nil, err
 	}
 	in.stack = [2]uint64{uint64(ptr), uint64(len(record))}
+	in.impure = false
 	if err := in.decide.CallWithStack(ctx, in.stack[:]); err != nil {
 		in.broken = true
-		return domain.Decision{}, describe(err)
+		return domain.Decision{}, nil, describe(err)
 	}
 	out, err := in.read(in.stack[0])
 	if err != nil {
-		return domain.Decision{}, err
+		return domain.Decision{}, nil, err
 	}
 	d, failure, err := abi.ParseAnswer(out, in.version)
 	switch {
 	case err != nil:
-		return domain.Decision{}, err
+		return domain.Decision{}, nil, err
 	case failure != "":
-		return domain.Decision{}, fmt.Errorf("policy error: %s", truncate(failure))
+		return domain.Decision{}, nil, fmt.Errorf("policy error: %s", truncate(failure))
 	}
-	return normalise(d), nil
+	if in.version >= 2 && !in.impure {
+		cacheable = out
+	}
+	return normalise(d), cacheable, nil
 }
 
 // normalise makes a deny renderable: a status outside 400-599 becomes 403,

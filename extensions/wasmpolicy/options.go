@@ -41,6 +41,10 @@ type Spec struct {
 	// Instances caps how many instances serve calls at once (default twice
 	// GOMAXPROCS, at least 2).
 	Instances int
+	// NoCache turns off the decision cache for this policy, whatever the
+	// module declares (cache=off): for an operator who does not trust a
+	// module's promise that its decisions are pure.
+	NoCache bool
 }
 
 func (s *Spec) fill() {
@@ -76,7 +80,7 @@ func (s *Spec) config() ([]byte, error) {
 
 // ParseSpec parses the value of --policy:
 //
-//	FILE[,config=FILE][,fail=open|closed][,name=NAME][,timeout=DURATION][,memory=MiB][,instances=N]
+//	FILE[,config=FILE][,fail=open|closed][,name=NAME][,timeout=DURATION][,memory=MiB][,instances=N][,cache=on|off]
 func ParseSpec(v string) (Spec, error) {
 	parts := strings.Split(v, ",")
 	s := Spec{Path: strings.TrimSpace(parts[0])}
@@ -118,8 +122,17 @@ func ParseSpec(v string) (Spec, error) {
 			if err == nil && s.Instances <= 0 {
 				err = fmt.Errorf("must be positive")
 			}
+		case "cache":
+			switch val {
+			case "on":
+				s.NoCache = false
+			case "off":
+				s.NoCache = true
+			default:
+				err = fmt.Errorf("must be on or off")
+			}
 		default:
-			err = fmt.Errorf("unknown option (want config, fail, name, timeout, memory or instances)")
+			err = fmt.Errorf("unknown option (want config, fail, name, timeout, memory, instances or cache)")
 		}
 		if err != nil {
 			return s, fmt.Errorf("policy %q: %s: %w", v, k, err)

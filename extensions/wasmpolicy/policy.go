@@ -2,11 +2,11 @@ package wasmpolicy
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -27,6 +27,10 @@ type Policy struct {
 	code   wazero.CompiledModule
 	modCfg wazero.ModuleConfig
 	pool   *pool
+	cache  decisionCache
+	// calls counts module calls to policy_authorize (tests use it to tell
+	// a cached decision from a computed one).
+	calls atomic.Int64
 }
 
 // Name is the policy's name, as used in logs.
@@ -81,12 +85,11 @@ func (p *Policy) start(ctx context.Context, wasm []byte) error {
 	if err := checkExports(code); err != nil {
 		return err
 	}
+	// Clocks and random source are set per instance (newInstance), which
+	// notes their use for the decision cache.
 	p.modCfg = wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(abi.ExportInitialize).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithRandSource(rand.Reader)
+		WithStartFunctions(abi.ExportInitialize)
 	p.pool = newPool(p.spec.Instances, p.newInstance)
 	// The first instance proves the module can serve and stays in the pool.
 	in, err := p.newInstance(ctx)
@@ -143,12 +146,26 @@ var errPolicyClosed = errors.New("policy closed")
 
 // decide runs the policy on one encoded request. An error means the policy
 // failed (its fail mode decides what that means), not that it denied.
+//
+// A decision the policy declared cacheable is remembered (decisionCache)
+// and reused for later requests alike in what it read.
 func (p *Policy) decide(ctx context.Context, req []byte) (domain.Decision, error) {
+	rec, err := abi.ParseRequest(req)
+	if err != nil {
+		return domain.Decision{}, err // not a record AppendRequest made
+	}
+	if d, ok := p.cache.lookup(rec); ok {
+		return d, nil
+	}
 	in, err := p.pool.get(ctx)
 	if err != nil {
 		return domain.Decision{}, err
 	}
-	d, err := in.authorize(ctx, req, p.spec.CallTimeout)
+	p.calls.Add(1)
+	d, cacheable, err := in.authorize(ctx, req, p.spec.CallTimeout)
+	if err == nil && cacheable != nil && !p.spec.NoCache {
+		p.cache.store(rec, cacheable, d) // before the instance is handed on
+	}
 	if in.broken {
 		p.pool.discard(in)
 	} else {

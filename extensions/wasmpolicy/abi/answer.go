@@ -17,7 +17,8 @@ const (
 // VerdictAllow is the ABI v1 name of VerdictPass.
 const VerdictAllow = VerdictPass
 
-// answerHeader is verdict (1 byte), 3 zero bytes, status (u32).
+// answerHeader is verdict (1 byte), flags (1 byte, FlagVary), 2 zero
+// bytes, status (u32).
 const answerHeader = 8
 
 // AppendDecision encodes d as an answer record and appends it to dst. The
@@ -54,7 +55,14 @@ func ParseAnswer(b []byte, version uint32) (d domain.Decision, failure string, e
 	if len(b) < answerHeader {
 		return d, "", ErrBadAnswer
 	}
-	text := string(b[answerHeader:])
+	raw, _, ok := answerText(b)
+	if version < 2 {
+		raw, ok = b[answerHeader:], true // v1 had no flags
+	}
+	if !ok {
+		return d, "", ErrBadAnswer
+	}
+	text := string(raw)
 	switch b[0] {
 	case VerdictPass:
 		if version < 2 {

@@ -146,3 +146,48 @@ func BenchmarkAllow(b *testing.B) {
 		out = handleAuthorize(record, out[:0])
 	}
 }
+
+type cachedPolicy struct {
+	testPolicy
+	cache bool
+}
+
+func (p *cachedPolicy) CacheDecisions() bool { return p.cache }
+
+// A Cacheable policy's answer names what it read, and only that; the
+// Request forgets it between calls; AuthRequest makes a decision opaque.
+func TestVaryOfWhatWasRead(t *testing.T) {
+	defer Register(nil)
+	p := &cachedPolicy{cache: true}
+	Register(p)
+	record := abi.AppendRequest(nil, &sample)
+	vary := func(decide func(*Request) domain.Decision) (*abi.Vary, bool) {
+		p.decide = decide
+		return abi.ParseVary(handleAuthorize(record, nil))
+	}
+	v, ok := vary(func(r *Request) domain.Decision {
+		r.Bearer()
+		r.Header("Authorization")
+		r.Query("agent")
+		if !r.ActionsWithin("*.read") {
+			return Deny(403, "no "+r.RPCMethod())
+		}
+		return Pass()
+	})
+	want := &abi.Vary{Fields: 1<<abi.FieldAction | 1<<abi.FieldImplies | 1<<abi.FieldRPCMethod,
+		Headers: []string{"authorization"}, Query: []string{"agent"}}
+	if !ok || !reflect.DeepEqual(v, want) {
+		t.Errorf("got %+v, want %+v", v, want)
+	}
+	v, ok = vary(func(r *Request) domain.Decision { return Pass() })
+	if !ok || !reflect.DeepEqual(v, &abi.Vary{}) {
+		t.Errorf("a decision reading nothing: %+v %v", v, ok)
+	}
+	if _, ok := vary(func(r *Request) domain.Decision { r.AuthRequest(); return Pass() }); ok {
+		t.Error("a decision after AuthRequest is cacheable")
+	}
+	p.cache = false
+	if _, ok := vary(func(r *Request) domain.Decision { return Pass() }); ok {
+		t.Error("CacheDecisions false, yet a vary was sent")
+	}
+}

@@ -43,8 +43,13 @@ func handleAuthorize(record, out []byte) []byte {
 	if err != nil {
 		return abi.AppendError(out, err.Error())
 	}
-	current = Request{v: v}
+	current.reset(v)
 	d := registered.Authorize(&current)
-	current = Request{}
-	return abi.AppendDecision(out, d)
+	if c, ok := registered.(Cacheable); ok && !current.opaque && c.CacheDecisions() {
+		out = abi.AppendDecisionVary(out, d, &current.read)
+	} else {
+		out = abi.AppendDecision(out, d)
+	}
+	current.v = abi.RequestView{}
+	return out
 }

@@ -20,6 +20,21 @@ type Configurer interface {
 	Configure(config []byte) error
 }
 
+// Cacheable is implemented by policies whose decisions the daemon may
+// reuse. CacheDecisions returning true promises that every decision
+// depends only on the policy's configuration and on what it read through
+// the Request's accessors: not on the clock, random numbers, or state kept
+// from earlier requests. The daemon then remembers each decision with what
+// was read (the Request notes it) and answers a later request that is
+// alike in all of it without calling the module, sparing the module call
+// (10 to 15 µs for a Go guest on a busy daemon). As a safeguard the daemon
+// never reuses a decision made while the module read the clock or random
+// bytes. A policy that cannot make the promise (one whose tokens expire,
+// like examples/hmactoken) does not implement Cacheable, or returns false.
+type Cacheable interface {
+	CacheDecisions() bool
+}
+
 // registered is the policy the exports call.
 var registered Policy
 

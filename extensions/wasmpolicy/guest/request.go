@@ -14,8 +14,37 @@ import (
 // for the fields it looks at (decoding everything up front costs tens of
 // microseconds inside a Go wasm guest). A Request is valid only during the
 // Authorize call it was passed to; keep the strings, not the Request.
+//
+// A Request also notes what the policy read (which fields, headers and
+// query parameters), so that a Cacheable policy's decision can be reused
+// for requests alike in all of it.
 type Request struct {
-	v abi.RequestView
+	v    abi.RequestView
+	read abi.Vary
+	// opaque is set once the whole request was copied out (AuthRequest):
+	// the decision may depend on anything, so it is not cacheable.
+	opaque bool
+}
+
+// reset points r at a new record and forgets what was read, keeping the
+// lists' capacity (the SDK reuses one Request for every call).
+func (r *Request) reset(v abi.RequestView) {
+	r.v, r.opaque = v, false
+	r.read.Fields = 0
+	r.read.Headers = r.read.Headers[:0]
+	r.read.Query = r.read.Query[:0]
+}
+
+func (r *Request) noteField(i int) { r.read.Fields |= 1 << i }
+
+// noteName adds name to names unless it is there already.
+func noteName(names []string, name string) []string {
+	for _, n := range names {
+		if n == name || strings.EqualFold(n, name) {
+			return names
+		}
+	}
+	return append(names, name)
 }
 
 // NewRequest builds a Request from a domain.AuthRequest, for testing
@@ -28,7 +57,10 @@ func NewRequest(r domain.AuthRequest) *Request {
 	return &Request{v: v}
 }
 
-func (r *Request) field(i int) string { return string(r.v.Field(i)) }
+func (r *Request) field(i int) string {
+	r.noteField(i)
+	return string(r.v.Field(i))
+}
 
 // Method is the HTTP method.
 func (r *Request) Method() string { return r.field(abi.FieldMethod) }
@@ -85,6 +117,8 @@ func (r *Request) Actions() []domain.Action {
 func (r *Request) ActionsWithin(patterns ...string) bool {
 	// Walks the record in place: no slice of actions, no copied strings
 	// (each allocation is dear inside a Go wasm guest).
+	r.noteField(abi.FieldAction)
+	r.noteField(abi.FieldImplies)
 	if !within(r.v.Field(abi.FieldAction), patterns) {
 		return false
 	}
@@ -142,6 +176,7 @@ func (r *Request) Principal() string { return r.field(abi.FieldPrincipal) }
 
 // Header returns the first value of the named header (any case), or "".
 func (r *Request) Header(name string) string {
+	r.read.Headers = noteName(r.read.Headers, name)
 	for i := range r.v.NumHeaders() {
 		// Names in the record are lower case; EqualFold spares lowering
 		// name (an allocation when it has capitals).
@@ -156,6 +191,7 @@ func (r *Request) Header(name string) string {
 // HeaderValues returns every value of the named header (any case).
 func (r *Request) HeaderValues(name string) []string {
 	name = strings.ToLower(name)
+	r.read.Headers = noteName(r.read.Headers, name)
 	var out []string
 	for i := range r.v.NumHeaders() {
 		if k, v := r.v.HeaderAt(i); string(k) == name {
@@ -167,12 +203,23 @@ func (r *Request) HeaderValues(name string) []string {
 
 // Query returns the first value of the named query parameter, or "".
 func (r *Request) Query(name string) string {
+	r.read.Query = noteQuery(r.read.Query, name)
 	for i := range r.v.NumQuery() {
 		if k, v := r.v.QueryAt(i); string(k) == name {
 			return string(v)
 		}
 	}
 	return ""
+}
+
+// noteQuery is noteName for query names, which are case-sensitive.
+func noteQuery(names []string, name string) []string {
+	for _, n := range names {
+		if n == name {
+			return names
+		}
+	}
+	return append(names, name)
 }
 
 // Bearer returns the token of an "Authorization: Bearer <token>" header,
@@ -187,5 +234,9 @@ func (r *Request) Bearer() string {
 }
 
 // AuthRequest copies the whole request into a domain.AuthRequest. It is
-// the convenient, slower way in: it allocates every field.
-func (r *Request) AuthRequest() domain.AuthRequest { return r.v.AuthRequest() }
+// the convenient, slower way in: it allocates every field, and a decision
+// made after it is never cached (it may depend on anything).
+func (r *Request) AuthRequest() domain.AuthRequest {
+	r.opaque = true
+	return r.v.AuthRequest()
+}

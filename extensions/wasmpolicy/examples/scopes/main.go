@@ -137,6 +137,11 @@ func isFS(actions []domain.Action) bool {
 	return false
 }
 
+// CacheDecisions: each decision depends only on the configuration and
+// on what Authorize reads from the request, so the daemon may reuse it for
+// requests alike in that (guest.Cacheable).
+func (p *policy) CacheDecisions() bool { return true }
+
 func init() { guest.Register(&policy{}) }
 
 func main() {}
