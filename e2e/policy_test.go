@@ -446,7 +446,7 @@ func TestPolicyTestCommand(t *testing.T) {
 // from the decision cache; the last leg is the granting chain with
 // cache=off, what every request costs when the module runs.
 //
-//	go test ./e2e -run '^$' -bench BenchmarkACPPostPolicy -benchtime 10x   (10 rounds x 200 per leg)
+//	go test ./e2e -run '^$' -bench BenchmarkACPPostPolicy -benchtime 30x   (30 rounds x 200 per leg)
 func BenchmarkACPPostPolicy(b *testing.B) {
 	legs := []struct {
 		name, token string
