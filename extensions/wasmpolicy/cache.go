@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"cmp"
 	"sync"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -33,6 +34,8 @@ type decisionCache struct {
 	mu      sync.Mutex
 	shapes  []varyShape
 	entries map[string]domain.Decision
+	// limit overrides maxEntries (tests).
+	limit int
 }
 
 // varyShape is one distinct vary block the policy answered with.
@@ -104,7 +107,7 @@ func (c *decisionCache) store(rec abi.RequestView, answer []byte, d domain.Decis
 	if len(key) > maxKeyBytes {
 		return
 	}
-	if c.entries == nil || len(c.entries) >= maxEntries {
+	if c.entries == nil || len(c.entries) >= cmp.Or(c.limit, maxEntries) {
 		c.entries = make(map[string]domain.Decision)
 	}
 	c.entries[string(key)] = d

@@ -2,6 +2,9 @@ package wasmpolicy
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -80,5 +83,40 @@ func TestDecisionCacheRefuses(t *testing.T) {
 				t.Errorf("%d module calls for 3 requests, want 3", n)
 			}
 		})
+	}
+}
+
+// Many callers at once, with more distinct requests than the cache holds:
+// every answer is the one the policy would give, and the cache stays
+// within its bound.
+func TestDecisionCacheConcurrent(t *testing.T) {
+	set, _ := load(t, Spec{Path: fixtureWasm, Config: []byte(`{"cache": true}`)})
+	const limit = 64
+	set.policies[0].cache.limit = limit
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				who := strconv.Itoa(g*1000 + i%40) // 320 distinct, each asked two or three times
+				d, err := set.Authorize(ctx, domain.AuthRequest{Headers: map[string][]string{"x-fixture": {"grant"}, "x-principal": {who}}})
+				if err != nil || d.Verdict != domain.Grant || d.Principal != who {
+					errs <- fmt.Sprintf("%s: got %+v, %v", who, d, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	c := &set.policies[0].cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) > limit || len(c.shapes) != 1 {
+		t.Errorf("%d entries, %d shapes", len(c.entries), len(c.shapes))
 	}
 }
