@@ -99,39 +99,29 @@ func BenchmarkEndlessLoop(b *testing.B) {
 
 // BenchmarkChainOfTwo is two pooled no-op policies in one Set, both
 // passing: the in-process cost the ACP round trip pays for a chain of two.
-func BenchmarkChainOfTwo(b *testing.B) {
-	h := &Host{cache: testHost(b).cache, logger: testHost(b).logger}
-	set, err := h.Load(context.Background(), []Spec{{Path: fixtureWasm, Name: "a", CallTimeout: relaxed}, {Path: fixtureWasm, Name: "b", CallTimeout: relaxed}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer set.Close(context.Background())
-	ctx := context.Background()
-	durs := make([]time.Duration, 0, 1<<16)
-	for b.Loop() {
-		start := time.Now()
-		d, err := set.Authorize(ctx, benchRequest)
-		durs = append(durs, time.Since(start))
-		if err != nil || d.Verdict != domain.Pass {
-			b.Fatalf("got %+v, %v", d, err)
-		}
-	}
-	slices.Sort(durs)
-	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
-	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
-}
+func BenchmarkChainOfTwo(b *testing.B) { benchChain(b, nil) }
 
 // BenchmarkChainOfTwoCached is BenchmarkChainOfTwo with both policies
 // declaring their decisions cacheable: after the first request, what the
 // chain costs when the decision cache answers.
 func BenchmarkChainOfTwoCached(b *testing.B) {
+	set := benchChain(b, []byte(`{"cache": true}`))
+	if n := set.policies[0].calls.Load() + set.policies[1].calls.Load(); n != 2 {
+		b.Fatalf("%d module calls, want one per policy", n)
+	}
+}
+
+// benchChain measures a Set of two fixtures configured by config.
+func benchChain(b *testing.B, config []byte) *Set {
 	h := &Host{cache: testHost(b).cache, logger: testHost(b).logger}
-	cfg := []byte(`{"cache": true}`)
-	set, err := h.Load(context.Background(), []Spec{{Path: fixtureWasm, Name: "a", Config: cfg, CallTimeout: relaxed}, {Path: fixtureWasm, Name: "b", Config: cfg, CallTimeout: relaxed}})
+	set, err := h.Load(context.Background(), []Spec{
+		{Path: fixtureWasm, Name: "a", Config: config, CallTimeout: relaxed},
+		{Path: fixtureWasm, Name: "b", Config: config, CallTimeout: relaxed},
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer set.Close(context.Background())
+	b.Cleanup(func() { set.Close(context.Background()) })
 	ctx := context.Background()
 	durs := make([]time.Duration, 0, 1<<16)
 	for b.Loop() {
@@ -142,10 +132,8 @@ func BenchmarkChainOfTwoCached(b *testing.B) {
 			b.Fatalf("got %+v, %v", d, err)
 		}
 	}
-	if n := set.policies[0].calls.Load() + set.policies[1].calls.Load(); n != 2 {
-		b.Fatalf("%d module calls, want one per policy", n)
-	}
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds())/1e3, "p99-µs")
+	return set
 }
