@@ -122,6 +122,15 @@ func (c *Client) raw(ctx context.Context, method, path string, query url.Values,
 // rawLen is raw with a known body length (-1: unknown, or known from a
 // bytes/strings reader).
 func (c *Client) rawLen(ctx context.Context, method, path string, query url.Values, body io.Reader, length int64, contentType string, h http.Header) (*http.Response, error) {
+	req, err := c.newRequest(ctx, method, path, query, body, length, contentType, h)
+	if err != nil {
+		return nil, err
+	}
+	return c.finish(req)
+}
+
+// newRequest builds a request to the daemon, authenticated; see rawLen.
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body io.Reader, length int64, contentType string, h http.Header) (*http.Request, error) {
 	u := strings.TrimRight(c.BaseURL, "/") + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -142,5 +151,6 @@ func (c *Client) rawLen(ctx context.Context, method, path string, query url.Valu
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	return c.finish(req)
+	c.authorize(req)
+	return req, nil
 }

@@ -114,6 +114,7 @@ const (
 // goroutine at a time. Close stops every goroutine the connection started.
 type ACPConn struct {
 	c        *Client
+	poster   *acpPoster // nil: POSTs go through net/http
 	serverID string
 	opts     ACPOptions
 	log      *slog.Logger
@@ -200,7 +201,7 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	conn := &ACPConn{
-		c: c, serverID: serverID, opts: o, log: log.With("server_id", serverID),
+		c: c, poster: newACPPoster(c), serverID: serverID, opts: o, log: log.With("server_id", serverID),
 		ctx: cctx, cancel: cancel, done: make(chan struct{}),
 		startStream: make(chan struct{}), wsem: make(chan struct{}, 1),
 		agent:   agent,
@@ -433,6 +434,9 @@ func (a *ACPConn) Close() error {
 	a.writeClosed = true
 	<-a.wsem
 	a.wg.Wait()
+	if a.poster != nil {
+		a.poster.close()
+	}
 	if a.opts.DeleteOnClose {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -743,7 +747,7 @@ func (a *ACPConn) send(line []byte) bool {
 		return true
 	}
 	if f.Kind != domain.FrameRequest {
-		a.postMessage(line, f, nil)
+		a.postMessage(line, f, nil, nil)
 		return a.ctx.Err() == nil
 	}
 	key := f.IDKey()
@@ -752,12 +756,20 @@ func (a *ACPConn) send(line []byte) bool {
 	a.pending[key] = &pendingRequest{id: bytes.Clone(f.ID)}
 	a.inflight++
 	a.mu.Unlock()
+	bootstrapping := a.bootstrapping()
+	var first *postAttempt
+	if a.poster != nil && !bootstrapping {
+		// Put the request on the wire from this goroutine: the message
+		// reaches the daemon without a hand-off; a goroutine waits for
+		// the answer. If this write fails, that goroutine retries.
+		first = a.writePost(line, "")
+	}
 	taken, finished := make(chan struct{}), make(chan struct{})
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		defer close(finished)
-		a.postMessage(line, f, taken)
+		a.postMessage(line, f, taken, first)
 		a.mu.Lock()
 		a.inflight--
 		a.mu.Unlock()
@@ -766,11 +778,11 @@ func (a *ACPConn) send(line []byte) bool {
 		default:
 		}
 	}()
-	// Until the instance exists, the first request (initialize) is
-	// answered before anything else is sent: concurrent first POSTs would
-	// race to the agent's stdin while the agent starts.
+	if first != nil && first.pc != nil {
+		return true // taken: it is on the wire
+	}
 	wait := taken
-	if a.bootstrapping() {
+	if bootstrapping {
 		wait = finished
 	}
 	select {
@@ -813,10 +825,86 @@ func (a *ACPConn) streamStarted() bool {
 	}
 }
 
+// postAttempt is one attempt at a POST: the request, and with the poster,
+// the connection it was written on (nil when writing failed).
+type postAttempt struct {
+	req *http.Request
+	pc  *postConn
+	err error // writing failed
+}
+
+// writePost writes one attempt with the poster; agent is the bootstrap
+// ?agent= value.
+func (a *ACPConn) writePost(line []byte, agent string) *postAttempt {
+	var q url.Values
+	if agent != "" {
+		q = url.Values{"agent": {agent}}
+	}
+	req, err := a.c.newRequest(a.ctx, http.MethodPost, acpPath(a.serverID), q, bytes.NewReader(line), int64(len(line)), "application/json", http.Header{"Accept": {"application/json"}})
+	if err != nil {
+		return &postAttempt{err: err}
+	}
+	pc, err := a.poster.write(req)
+	return &postAttempt{req: req, pc: pc, err: err}
+}
+
+// postOnce makes one attempt at POSTing line, or finishes the one already
+// written (first). written is called once the request was written and
+// flushed, or failed. It returns the status and body of a 2xx answer
+// (body nil when over the limit an agent line has), a *Problem for any
+// other answer, bodyErr when a 2xx answer's body was cut.
+func (a *ACPConn) postOnce(line []byte, agent string, first *postAttempt, written func()) (status int, body []byte, bodyErr, err error) {
+	if a.poster == nil {
+		var q url.Values
+		if agent != "" {
+			q = url.Values{"agent": {agent}}
+		}
+		// The body is a *bytes.Reader, which net/http knows to be in
+		// memory: it then writes headers and body in one segment. Any
+		// other reader (a wrapper signalling EOF, say) makes it flush the
+		// headers on their own first: an extra write, and an extra
+		// wake-up of the daemon's reader, on every message. "Written" is
+		// the trace's WroteRequest, called once the request was written
+		// and flushed (or failed).
+		ctx := httptrace.WithClientTrace(a.ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { written() },
+		})
+		resp, err := a.c.rawLen(ctx, http.MethodPost, acpPath(a.serverID), q, bytes.NewReader(line), int64(len(line)), "application/json", http.Header{"Accept": {"application/json"}})
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		// An answer is one agent line; the stream bounds those too.
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxSSEEvent+1))
+		resp.Body.Close()
+		if rerr != nil {
+			return resp.StatusCode, nil, rerr, nil
+		}
+		if len(body) > DefaultMaxSSEEvent {
+			body = nil // not held: the stream decides
+		}
+		return resp.StatusCode, body, nil, nil
+	}
+	at := first
+	if at == nil {
+		at = a.writePost(line, agent)
+	}
+	written()
+	if at.err != nil {
+		return 0, nil, nil, at.err
+	}
+	status, body, _, err = a.poster.read(at.pc, at.req, DefaultMaxSSEEvent)
+	var p *Problem
+	if err != nil && status/100 == 2 && !errors.As(err, &p) {
+		return status, nil, err, nil
+	}
+	return status, body, nil, err
+}
+
 // postMessage POSTs one line, retrying while the daemon cannot be reached,
 // and hands the outcome to the pending table. taken, when non-nil, is
 // closed once the body was handed to the network or the POST is over.
-func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}) {
+// first, when non-nil, is the first attempt, already written.
+func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}, first *postAttempt) {
 	var once sync.Once
 	signal := func() {
 		if taken != nil {
@@ -830,33 +918,13 @@ func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}) 
 		a.mu.Lock()
 		agent := a.agent
 		a.mu.Unlock()
-		var q url.Values
-		if agent != "" {
-			q = url.Values{"agent": {agent}}
+		status, answer, bodyErr, err := a.postOnce(line, agent, first, signal)
+		first = nil
+		if err == nil && bodyErr == nil {
+			a.posted(f, status, answer)
+			return
 		}
-		// The body is a *bytes.Reader, which net/http knows to be in
-		// memory: it then writes headers and body in one segment. Any
-		// other reader (a wrapper signalling EOF, say) makes it flush the
-		// headers on their own first: an extra write, and an extra
-		// wake-up of the daemon's reader, on every message (~30 µs of a
-		// ~200 µs round trip here). "Taken" is the trace's WroteRequest,
-		// called once the request was written and flushed (or failed).
-		ctx := httptrace.WithClientTrace(a.ctx, &httptrace.ClientTrace{
-			WroteRequest: func(httptrace.WroteRequestInfo) { signal() },
-		})
-		resp, err := a.c.rawLen(ctx, http.MethodPost, acpPath(a.serverID), q, bytes.NewReader(line), int64(len(line)), "application/json", http.Header{"Accept": {"application/json"}})
 		if err == nil {
-			// An answer is one agent line; the stream bounds those too.
-			answer, rerr := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxSSEEvent+1))
-			resp.Body.Close()
-			if rerr == nil && len(answer) > DefaultMaxSSEEvent {
-				answer = nil // not held: the stream decides
-			}
-			if rerr == nil {
-				a.posted(f, resp.StatusCode, answer)
-				return
-			}
-			err = rerr
 			if f.Kind != domain.FrameRequest || a.ctx.Err() != nil {
 				return // taken; a response, if any, comes on the stream
 			}
@@ -866,6 +934,12 @@ func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}) 
 		}
 		if a.ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errStaleConn) {
+			// A kept-alive connection the daemon had closed: the request
+			// never reached it. Again at once, on a fresh connection.
+			attempt--
+			continue
 		}
 		var p *Problem
 		if errors.As(err, &p) {

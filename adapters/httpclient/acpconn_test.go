@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +28,7 @@ type fakeDaemon struct {
 	mu     sync.Mutex
 	seq    int
 	posts  []string
+	addrs  []string // the client address of each POST
 }
 
 func newFakeDaemon(t *testing.T, post func(body string) (int, string)) *fakeDaemon {
@@ -43,6 +46,7 @@ func (f *fakeDaemon) serve(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
 		f.posts = append(f.posts, string(b))
+		f.addrs = append(f.addrs, r.RemoteAddr)
 		f.mu.Unlock()
 		status, answer := f.post(string(b))
 		if status >= 400 {
@@ -77,9 +81,28 @@ func (f *fakeDaemon) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func dialFake(t *testing.T, f *fakeDaemon) (*ACPConn, *bufio.Reader) {
+// transports are the two ways an ACPConn POSTs: its own kept-alive
+// connections (the default client) and net/http (a caller's http.Client).
+var transports = []struct {
+	name   string
+	client func(url string) *Client
+}{
+	{"own", func(url string) *Client { return &Client{BaseURL: url} }},
+	{"net/http", func(url string) *Client {
+		return &Client{BaseURL: url, HTTP: &http.Client{Transport: &http.Transport{}}}
+	}},
+}
+
+// eachTransport runs test once per transport.
+func eachTransport(t *testing.T, test func(t *testing.T, client func(url string) *Client)) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { test(t, tr.client) })
+	}
+}
+
+func dialFake(t *testing.T, f *fakeDaemon, client func(string) *Client) (*ACPConn, *bufio.Reader) {
 	t.Helper()
-	c := &Client{BaseURL: f.srv.URL, HTTP: &http.Client{Transport: &http.Transport{}}}
+	c := client(f.srv.URL)
 	conn, err := c.DialACP(context.Background(), "s", "fake", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -117,139 +140,155 @@ const (
 // A synchronous answer is held until the stream delivers its copy, after
 // the updates written before it, and is delivered once.
 func TestACPConnHeldAnswerOnceInOrder(t *testing.T) {
-	f := newFakeDaemon(t, func(string) (int, string) { return 200, resp1 })
-	conn, r := dialFake(t, f)
-	io.WriteString(conn, req1+"\n")
-	// The POST has answered (Write returned after the body was sent; give
-	// the answer time to be held): the stream now sends the update first.
-	f.events <- upd
-	f.events <- resp1
-	f.events <- upd2
-	for _, want := range []string{upd, resp1, upd2} {
-		if got := readLine(t, r); got != want {
-			t.Fatalf("got %s, want %s", got, want)
+	eachTransport(t, func(t *testing.T, client func(string) *Client) {
+		f := newFakeDaemon(t, func(string) (int, string) { return 200, resp1 })
+		conn, r := dialFake(t, f, client)
+		io.WriteString(conn, req1+"\n")
+		// The POST has answered (Write returned after the body was sent; give
+		// the answer time to be held): the stream now sends the update first.
+		f.events <- upd
+		f.events <- resp1
+		f.events <- upd2
+		for _, want := range []string{upd, resp1, upd2} {
+			if got := readLine(t, r); got != want {
+				t.Fatalf("got %s, want %s", got, want)
+			}
 		}
-	}
+	})
 }
 
 // A replay gap answers pending requests with an error (or their held body),
 // and a response arriving later for them is dropped.
 func TestACPConnReplayGap(t *testing.T) {
-	f := newFakeDaemon(t, func(body string) (int, string) {
-		if strings.Contains(body, `"id":2`) {
-			return 202, ""
+	eachTransport(t, func(t *testing.T, client func(string) *Client) {
+		f := newFakeDaemon(t, func(body string) (int, string) {
+			if strings.Contains(body, `"id":2`) {
+				return 202, ""
+			}
+			return 200, resp1
+		})
+		conn, r := dialFake(t, f, client)
+		io.WriteString(conn, req1+"\n")
+		f.events <- resp1
+		if got := readLine(t, r); got != resp1 {
+			t.Fatalf("got %s", got)
 		}
-		return 200, resp1
+		io.WriteString(conn, `{"jsonrpc":"2.0","id":2,"method":"session/prompt"}`+"\n")
+		f.events <- `gap:{"jsonrpc":"2.0","method":"_adapter/replay_gap","params":{"lastEventId":1,"oldestAvailable":9}}`
+		got := readLine(t, r)
+		var m struct {
+			ID    int `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 2 || m.Error.Code != -32603 || !strings.Contains(m.Error.Message, "replay gap") {
+			t.Fatalf("after a gap: %s", got)
+		}
+		f.events <- `{"jsonrpc":"2.0","id":2,"result":{}}`
+		f.events <- upd
+		if got := readLine(t, r); got != upd {
+			t.Fatalf("late response not dropped: %s", got)
+		}
 	})
-	conn, r := dialFake(t, f)
-	io.WriteString(conn, req1+"\n")
-	f.events <- resp1
-	if got := readLine(t, r); got != resp1 {
-		t.Fatalf("got %s", got)
-	}
-	io.WriteString(conn, `{"jsonrpc":"2.0","id":2,"method":"session/prompt"}`+"\n")
-	f.events <- `gap:{"jsonrpc":"2.0","method":"_adapter/replay_gap","params":{"lastEventId":1,"oldestAvailable":9}}`
-	got := readLine(t, r)
-	var m struct {
-		ID    int `json:"id"`
-		Error struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 2 || m.Error.Code != -32603 || !strings.Contains(m.Error.Message, "replay gap") {
-		t.Fatalf("after a gap: %s", got)
-	}
-	f.events <- `{"jsonrpc":"2.0","id":2,"result":{}}`
-	f.events <- upd
-	if got := readLine(t, r); got != upd {
-		t.Fatalf("late response not dropped: %s", got)
-	}
 }
 
 // A problem answer becomes a JSON-RPC error carrying the problem document,
 // and a response arriving later for that id is dropped.
 func TestACPConnProblemAnswer(t *testing.T) {
-	problem := `{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: write failed","details":{"message":"write failed"}}`
-	f := newFakeDaemon(t, func(body string) (int, string) {
-		if strings.Contains(body, `"id":1`) {
-			return 502, problem
+	eachTransport(t, func(t *testing.T, client func(string) *Client) {
+		problem := `{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: write failed","details":{"message":"write failed"}}`
+		f := newFakeDaemon(t, func(body string) (int, string) {
+			if strings.Contains(body, `"id":1`) {
+				return 502, problem
+			}
+			return 202, ""
+		})
+		conn, r := dialFake(t, f, client)
+		// The stream starts with the first 2xx: a notification.
+		io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+		io.WriteString(conn, req1+"\n")
+		got := readLine(t, r)
+		var m struct {
+			ID    int `json:"id"`
+			Error struct {
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
+			} `json:"error"`
 		}
-		return 202, ""
+		if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 1 || !strings.Contains(string(m.Error.Data), "urn:sandbox-agent:error:stream_error") {
+			t.Fatalf("problem answer: %s", got)
+		}
+		f.events <- resp1
+		f.events <- upd
+		if got := readLine(t, r); got != upd {
+			t.Fatalf("late response not dropped: %s", got)
+		}
 	})
-	conn, r := dialFake(t, f)
-	// The stream starts with the first 2xx: a notification.
-	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
-	io.WriteString(conn, req1+"\n")
-	got := readLine(t, r)
-	var m struct {
-		ID    int `json:"id"`
-		Error struct {
-			Message string          `json:"message"`
-			Data    json.RawMessage `json:"data"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(got), &m); err != nil || m.ID != 1 || !strings.Contains(string(m.Error.Data), "urn:sandbox-agent:error:stream_error") {
-		t.Fatalf("problem answer: %s", got)
-	}
-	f.events <- resp1
-	f.events <- upd
-	if got := readLine(t, r); got != upd {
-		t.Fatalf("late response not dropped: %s", got)
-	}
 }
 
 // A request the daemon gave up waiting for (504 timeout) is answered by the
 // agent's late response from the stream, once, not by an error.
 func TestACPConnTimeoutLateResponse(t *testing.T) {
-	problem := `{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`
-	f := newFakeDaemon(t, func(body string) (int, string) {
-		if strings.Contains(body, `"id":1`) {
-			return 504, problem
+	eachTransport(t, func(t *testing.T, client func(string) *Client) {
+		problem := `{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`
+		f := newFakeDaemon(t, func(body string) (int, string) {
+			if strings.Contains(body, `"id":1`) {
+				return 504, problem
+			}
+			return 202, ""
+		})
+		conn, r := dialFake(t, f, client)
+		io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+		io.WriteString(conn, req1+"\n")
+		f.events <- upd
+		f.events <- resp1
+		f.events <- upd2
+		for _, want := range []string{upd, resp1, upd2} {
+			if got := readLine(t, r); got != want {
+				t.Fatalf("got %s, want %s", got, want)
+			}
 		}
-		return 202, ""
 	})
-	conn, r := dialFake(t, f)
-	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
-	io.WriteString(conn, req1+"\n")
-	f.events <- upd
-	f.events <- resp1
-	f.events <- upd2
-	for _, want := range []string{upd, resp1, upd2} {
-		if got := readLine(t, r); got != want {
-			t.Fatalf("got %s, want %s", got, want)
-		}
-	}
 }
 
 // Close stops every goroutine the connection started, even with a POST and
 // the stream in flight.
 func TestACPConnCloseLeavesNoGoroutine(t *testing.T) {
-	block := make(chan struct{})
-	f := newFakeDaemon(t, func(body string) (int, string) {
-		if strings.Contains(body, `"id":1`) {
-			<-block
+	eachTransport(t, func(t *testing.T, client func(string) *Client) {
+		block := make(chan struct{})
+		f := newFakeDaemon(t, func(body string) (int, string) {
+			if strings.Contains(body, `"id":1`) {
+				<-block
+			}
+			return 202, ""
+		})
+		defer close(block)
+		conn, _ := dialFake(t, f, client)
+		io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+		io.WriteString(conn, req1+"\n") // hangs in the daemon
+		if err := conn.Close(); err != nil {
+			t.Fatal(err)
 		}
-		return 202, ""
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		// A goroutine that has called wg.Done may still be on its way
+		// out (its frame in the dump): let it finish first.
+		for i := 0; i < 1000 && strings.Contains(stacks, "httpclient.(*ACPConn)"); i++ {
+			runtime.Gosched()
+			stacks = string(buf[:runtime.Stack(buf, true)])
+		}
+		if strings.Contains(stacks, "httpclient.(*ACPConn)") {
+			t.Fatalf("goroutines of the connection left after Close:\n%s", stacks)
+		}
+		if _, err := conn.Read(make([]byte, 10)); err != ErrClosed {
+			t.Fatalf("read after close: %v", err)
+		}
+		if _, err := conn.Write([]byte(req1 + "\n")); err == nil {
+			t.Fatal("write after close succeeded")
+		}
 	})
-	defer close(block)
-	conn, _ := dialFake(t, f)
-	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
-	io.WriteString(conn, req1+"\n") // hangs in the daemon
-	if err := conn.Close(); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	stacks := string(buf[:runtime.Stack(buf, true)])
-	if strings.Contains(stacks, "httpclient.(*ACPConn)") {
-		t.Fatalf("goroutines of the connection left after Close:\n%s", stacks)
-	}
-	if _, err := conn.Read(make([]byte, 10)); err != ErrClosed {
-		t.Fatalf("read after close: %v", err)
-	}
-	if _, err := conn.Write([]byte(req1 + "\n")); err == nil {
-		t.Fatal("write after close succeeded")
-	}
 }
 
 // A line past MaxMessage fails Write instead of growing without bound.
@@ -320,28 +359,126 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 // A POST whose connection is reset before any answer is retried; the
 // message reaches the daemon once.
 func TestACPConnRetriesPost(t *testing.T) {
-	f := &fakeDaemon{t: t, events: make(chan string, 100), post: func(string) (int, string) { return 202, "" }}
+	for _, tr := range []struct {
+		name   string
+		client func(url string) *Client
+	}{
+		{"own", func(url string) *Client { return &Client{BaseURL: url} }},
+		{"net/http", func(url string) *Client {
+			return &Client{BaseURL: url, HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+		}},
+	} {
+		t.Run(tr.name, func(t *testing.T) {
+			f := &fakeDaemon{t: t, events: make(chan string, 100), post: func(string) (int, string) { return 202, "" }}
+			f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+			fl := &flakyListener{Listener: f.srv.Listener, drop: map[int]bool{2: true, 3: true, 4: true}}
+			f.srv.Listener = fl
+			f.srv.Start()
+			t.Cleanup(f.srv.Close)
+			conn, err := tr.client(f.srv.URL).DialACP(context.Background(), "s", "fake", nil) // connection 1
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, `{"jsonrpc":"2.0","method":"n","params":{}}`+"\n"); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			f.mu.Lock()
+			posts := f.posts
+			f.mu.Unlock()
+			fl.mu.Lock()
+			dropped := fl.dropped
+			fl.mu.Unlock()
+			if dropped != 3 || len(posts) != 1 || !strings.Contains(posts[0], `"method":"n"`) {
+				t.Fatalf("%d connections reset; posts: %q", dropped, posts)
+			}
+		})
+	}
+}
+
+// The connection's own POSTs reuse one kept-alive connection, and one the
+// daemon closed while it sat idle is replaced at once, silently: the
+// message reaches the daemon once, with no retry logged.
+func TestACPConnKeptAlivePosts(t *testing.T) {
+	f := &fakeDaemon{t: t, events: make(chan string, 100), post: func(body string) (int, string) {
+		if strings.Contains(body, `"id"`) {
+			return 200, resp1
+		}
+		return 202, ""
+	}}
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
-	fl := &flakyListener{Listener: f.srv.Listener, drop: map[int]bool{2: true, 3: true, 4: true}}
-	f.srv.Listener = fl
+	var cmu sync.Mutex
+	idle := map[string]net.Conn{}
+	f.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		cmu.Lock()
+		defer cmu.Unlock()
+		if st == http.StateIdle {
+			idle[c.RemoteAddr().String()] = c
+		} else {
+			delete(idle, c.RemoteAddr().String())
+		}
+	}
 	f.srv.Start()
 	t.Cleanup(f.srv.Close)
-	c := &Client{BaseURL: f.srv.URL, HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
-	conn, err := c.DialACP(context.Background(), "s", "fake", nil) // connection 1
+	var logs strings.Builder
+	var lmu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		lmu.Lock()
+		defer lmu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := io.WriteString(conn, `{"jsonrpc":"2.0","method":"n","params":{}}`+"\n"); err != nil {
-		t.Fatalf("write: %v", err)
+	const n = 20
+	for i := range n {
+		fmt.Fprintf(conn, `{"jsonrpc":"2.0","method":"n%d"}`+"\n", i)
 	}
 	f.mu.Lock()
-	posts := f.posts
+	addrs := slices.Compact(slices.Clone(f.addrs))
 	f.mu.Unlock()
-	fl.mu.Lock()
-	dropped := fl.dropped
-	fl.mu.Unlock()
-	if dropped != 3 || len(posts) != 1 || !strings.Contains(posts[0], `"method":"n"`) {
-		t.Fatalf("%d connections reset; posts: %q", dropped, posts)
+	if len(addrs) != 1 {
+		t.Fatalf("%d notifications took %d connections: %v", n, len(addrs), addrs)
+	}
+	// The daemon closes the idle connection (its idle timeout, a proxy's).
+	var closed bool
+	for range 100 {
+		cmu.Lock()
+		c, ok := idle[addrs[0]]
+		cmu.Unlock()
+		if ok {
+			c.Close()
+			closed = true
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !closed {
+		t.Fatal("the POST connection never went idle")
+	}
+	io.WriteString(conn, `{"jsonrpc":"2.0","method":"after"}`+"\n")
+	f.mu.Lock()
+	var after int
+	for _, p := range f.posts {
+		if strings.Contains(p, `"after"`) {
+			after++
+		}
+	}
+	total := len(f.posts)
+	f.mu.Unlock()
+	lmu.Lock()
+	logged := logs.String()
+	lmu.Unlock()
+	if after != 1 || total != n+1 {
+		t.Fatalf("after the daemon closed the idle connection: %d copies, %d posts", after, total)
+	}
+	if strings.Contains(logged, "retrying") {
+		t.Fatalf("a stale kept-alive connection was logged as a failure:\n%s", logged)
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }

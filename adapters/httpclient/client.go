@@ -128,11 +128,16 @@ func (c *Client) Send(ctx context.Context, method, path string, query url.Values
 	return c.finish(req)
 }
 
-// finish authenticates and sends req; non-2xx answers become *Problem errors.
-func (c *Client) finish(req *http.Request) (*http.Response, error) {
+// authorize adds the bearer token, when there is one.
+func (c *Client) authorize(req *http.Request) {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
+}
+
+// finish authenticates and sends req; non-2xx answers become *Problem errors.
+func (c *Client) finish(req *http.Request) (*http.Response, error) {
+	c.authorize(req)
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,208 @@
+package httpclient
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// acpPoster sends one ACP connection's POSTs over HTTP/1.1 connections of
+// its own, kept alive, writing each request on the goroutine that sends it.
+//
+// Why not net/http's Transport: it hands every request to a writer
+// goroutine of the connection and every answer back from a reader
+// goroutine. Each hand-off wakes another thread; on the 2-CPU machines
+// sandboxes run on, those wake-ups were the largest part of what the stdio
+// bridge added to a round trip (see BenchmarkBridgeRoundTrip). Here the
+// writer puts the request on the wire itself, and the message reaches the
+// daemon with no hand-off at all. Only the pooling is ours: requests are
+// encoded by http.Request.Write and answers parsed by http.ReadResponse.
+//
+// It is used only where net/http would do exactly the same: a plain http://
+// endpoint, no proxy from the environment, no custom Client.HTTP. Anything
+// else (https, proxies, a caller's transport) goes through net/http.
+type acpPoster struct {
+	addr   string // host:port to dial
+	dialer net.Dialer
+
+	mu     sync.Mutex
+	idle   []*postConn // most recently used last
+	closed bool
+}
+
+// postConn is one kept-alive connection; it belongs to one POST at a time.
+type postConn struct {
+	conn   net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	reused bool      // it carried an earlier request
+	idleAt time.Time // when it was put back in the pool
+}
+
+const (
+	// postIdleTimeout retires pooled connections well before the daemon's
+	// own idle timeout (120 s) closes them under a request.
+	postIdleTimeout = 30 * time.Second
+	maxIdlePosts    = 4 // one connection per POST in flight; a few stay warm
+)
+
+// newACPPoster returns a poster for c, or nil when c's requests need
+// net/http (see acpPoster).
+func newACPPoster(c *Client) *acpPoster {
+	if c.HTTP != nil {
+		return nil
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
+		return nil
+	}
+	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err != nil || p != nil {
+		return nil
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	return &acpPoster{addr: addr, dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second}}
+}
+
+// get takes a pooled connection or dials a new one.
+func (p *acpPoster) get(ctx context.Context) (*postConn, error) {
+	p.mu.Lock()
+	for len(p.idle) > 0 {
+		pc := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if time.Since(pc.idleAt) < postIdleTimeout {
+			p.mu.Unlock()
+			return pc, nil
+		}
+		_ = pc.conn.Close()
+	}
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	conn, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	return &postConn{conn: conn, br: bufio.NewReaderSize(conn, 4096), bw: bufio.NewWriterSize(conn, 16<<10)}, nil
+}
+
+// put returns a connection whose answer was read to its end.
+func (p *acpPoster) put(pc *postConn) {
+	pc.reused, pc.idleAt = true, time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.idle) >= maxIdlePosts {
+		_ = pc.conn.Close()
+		return
+	}
+	p.idle = append(p.idle, pc)
+}
+
+// close closes the pooled connections; connections in use are closed by
+// their POST's context.
+func (p *acpPoster) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, pc := range p.idle {
+		_ = pc.conn.Close()
+	}
+	p.idle = nil
+}
+
+// write puts req on the wire: headers and body in one write when they fit
+// the buffer. The connection is then owned by the caller, who reads the
+// answer with read.
+func (p *acpPoster) write(req *http.Request) (*postConn, error) {
+	pc, err := p.get(req.Context())
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(req.Context(), func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
+	err = req.Write(pc.bw)
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	if !stop() && err == nil {
+		err = req.Context().Err() // the deadline may already be set
+	}
+	if err != nil {
+		_ = pc.conn.Close()
+		if pc.reused && req.Context().Err() == nil && (errors.Is(err, net.ErrClosed) || isConnReset(err)) {
+			return nil, errStaleConn
+		}
+		return nil, err
+	}
+	return pc, nil
+}
+
+// errStaleConn: a reused connection ended before any answer, the way a
+// connection the server closed while it sat idle does.
+var errStaleConn = errors.New("kept-alive connection closed by the daemon")
+
+// read reads the answer to req from pc: its status and up to limit bytes
+// of body (more is cut: body nil, cut true). A non-2xx answer is a *Problem.
+// The connection goes back to the pool when the answer was read whole.
+func (p *acpPoster) read(pc *postConn, req *http.Request, limit int64) (status int, body []byte, cut bool, err error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
+	resp, err := http.ReadResponse(pc.br, req)
+	if err != nil {
+		stop()
+		_ = pc.conn.Close()
+		if ctx.Err() != nil {
+			return 0, nil, false, ctx.Err()
+		}
+		if pc.reused && pc.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isConnReset(err)) {
+			return 0, nil, false, errStaleConn
+		}
+		return 0, nil, false, err
+	}
+	if resp.StatusCode/100 != 2 {
+		limit = 1 << 20 // as Client.finish reads problems
+	}
+	body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err == nil && int64(len(body)) > limit {
+		body, cut = nil, true
+	}
+	reusable := err == nil && !cut && !resp.Close
+	if reusable {
+		// The body was read up to its end, not just up to its length:
+		// that sees a chunked body's terminator too.
+		var one [1]byte
+		n, rerr := resp.Body.Read(one[:])
+		reusable = n == 0 && rerr == io.EOF
+	}
+	_ = resp.Body.Close()
+	if !stop() || ctx.Err() != nil {
+		_ = pc.conn.Close() // its deadline may be set
+		return 0, nil, false, context.Cause(ctx)
+	}
+	if reusable {
+		p.put(pc)
+	} else {
+		_ = pc.conn.Close()
+	}
+	if err != nil {
+		return resp.StatusCode, nil, false, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, nil, false, parseProblem(resp.StatusCode, body)
+	}
+	return resp.StatusCode, body, cut, nil
+}
+
+func isConnReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
