@@ -116,6 +116,7 @@ type ACPConn struct {
 	c        *Client
 	poster   *acpPoster // nil: POSTs go through net/http
 	serverID string
+	postPath string // the escaped path POSTs go to
 	opts     ACPOptions
 	log      *slog.Logger
 
@@ -201,7 +202,7 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	conn := &ACPConn{
-		c: c, poster: newACPPoster(c), serverID: serverID, opts: o, log: log.With("server_id", serverID),
+		c: c, poster: newACPPoster(c), serverID: serverID, postPath: requestURI(c.BaseURL, acpPath(serverID)), opts: o, log: log.With("server_id", serverID),
 		ctx: cctx, cancel: cancel, done: make(chan struct{}),
 		startStream: make(chan struct{}), wsem: make(chan struct{}, 1),
 		agent:   agent,
@@ -825,27 +826,22 @@ func (a *ACPConn) streamStarted() bool {
 	}
 }
 
-// postAttempt is one attempt at a POST: the request, and with the poster,
-// the connection it was written on (nil when writing failed).
+// postAttempt is one attempt at a POST with the poster: the connection it
+// was written on, or why writing failed.
 type postAttempt struct {
-	req *http.Request
 	pc  *postConn
-	err error // writing failed
+	err error
 }
 
 // writePost writes one attempt with the poster; agent is the bootstrap
 // ?agent= value.
 func (a *ACPConn) writePost(line []byte, agent string) *postAttempt {
-	var q url.Values
+	target := a.postPath
 	if agent != "" {
-		q = url.Values{"agent": {agent}}
+		target += "?" + url.Values{"agent": {agent}}.Encode()
 	}
-	req, err := a.c.newRequest(a.ctx, http.MethodPost, acpPath(a.serverID), q, bytes.NewReader(line), int64(len(line)), "application/json", http.Header{"Accept": {"application/json"}})
-	if err != nil {
-		return &postAttempt{err: err}
-	}
-	pc, err := a.poster.write(req)
-	return &postAttempt{req: req, pc: pc, err: err}
+	pc, err := a.poster.write(a.ctx, target, line)
+	return &postAttempt{pc: pc, err: err}
 }
 
 // postOnce makes one attempt at POSTing line, or finishes the one already
@@ -892,7 +888,7 @@ func (a *ACPConn) postOnce(line []byte, agent string, first *postAttempt, writte
 	if at.err != nil {
 		return 0, nil, nil, at.err
 	}
-	status, body, _, err = a.poster.read(at.pc, at.req, DefaultMaxSSEEvent)
+	status, body, _, err = a.poster.read(a.ctx, at.pc, DefaultMaxSSEEvent)
 	var p *Problem
 	if err != nil && status/100 == 2 && !errors.As(err, &p) {
 		return status, nil, err, nil

@@ -482,3 +482,56 @@ func TestACPConnKeptAlivePosts(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+// The connection's own POSTs carry what net/http would send: the same
+// target (the base URL's path, an escaped server id, ?agent= while the
+// instance is created), host, headers and body.
+func TestACPConnPostsAsNetHTTP(t *testing.T) {
+	type seen struct {
+		uri, host, ctype, accept, auth, body string
+		length                               int64
+	}
+	got := map[string][]seen{}
+	var mu sync.Mutex
+	for _, tr := range transports {
+		var srv *httptest.Server
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method == http.MethodGet && r.URL.Path == "/pfx/v1/acp":
+				io.WriteString(w, `{"servers":[]}`)
+			case r.Method == http.MethodPost:
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				host := r.Host
+				if host == srv.Listener.Addr().String() {
+					host = "the server's"
+				}
+				got[tr.name] = append(got[tr.name], seen{r.RequestURI, host, r.Header.Get("Content-Type"), r.Header.Get("Accept"), r.Header.Get("Authorization"), string(b), r.ContentLength})
+				mu.Unlock()
+				w.WriteHeader(http.StatusAccepted)
+			case r.Method == http.MethodGet:
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(200)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			}
+		}))
+		c := tr.client(srv.URL + "/pfx/")
+		c.Token = "tok en"
+		conn, err := c.DialACP(context.Background(), "s é", "fake", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, `{"jsonrpc":"2.0","method":"a","params":{"s":"\u00e9\n"}}`+"\n")
+		io.WriteString(conn, `{"jsonrpc":"2.0","method":"b"}`+"\n")
+		conn.Close()
+		srv.Close()
+	}
+	own, std := got["own"], got["net/http"]
+	if len(own) != 2 || !slices.Equal(own, std) {
+		t.Fatalf("own POSTs:\n%+v\nnet/http's:\n%+v", own, std)
+	}
+	if own[0].uri != "/pfx/v1/acp/s%20%C3%A9?agent=fake" || own[1].uri != "/pfx/v1/acp/s%20%C3%A9" || own[0].auth != "Bearer tok en" {
+		t.Fatalf("%+v", own)
+	}
+}

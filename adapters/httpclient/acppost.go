@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,19 +20,24 @@ import (
 //
 // Why not net/http's Transport: it hands every request to a writer
 // goroutine of the connection and every answer back from a reader
-// goroutine. Each hand-off wakes another thread; on the 2-CPU machines
-// sandboxes run on, those wake-ups were the largest part of what the stdio
-// bridge added to a round trip (see BenchmarkBridgeRoundTrip). Here the
-// writer puts the request on the wire itself, and the message reaches the
-// daemon with no hand-off at all. Only the pooling is ours: requests are
-// encoded by http.Request.Write and answers parsed by http.ReadResponse.
+// goroutine, and builds each request through URL parsing, header maps and
+// its generic encoder. Each hand-off wakes another thread; on the 2-CPU
+// machines sandboxes run on, those wake-ups and that work were the largest
+// part of what the stdio bridge added to a round trip (see
+// BenchmarkBridgeRoundTrip). Here the sender writes the request, a fixed
+// header block and the message in one writev, and the message reaches the
+// daemon with no hand-off at all; answers are parsed by http.ReadResponse.
 //
-// It is used only where net/http would do exactly the same: a plain http://
-// endpoint, no proxy from the environment, no custom Client.HTTP. Anything
-// else (https, proxies, a caller's transport) goes through net/http.
+// It is used only where net/http would send exactly this: a plain http://
+// endpoint, no proxy from the environment, no custom Client.HTTP, a token
+// that is a valid header value. Anything else (https, proxies, a caller's
+// transport) goes through net/http.
 type acpPoster struct {
 	addr   string // host:port to dial
 	dialer net.Dialer
+	// header is every header line but Content-Length, each ending in
+	// CRLF: Host, User-Agent, Content-Type, Accept, Authorization.
+	header string
 
 	mu     sync.Mutex
 	idle   []*postConn // most recently used last
@@ -41,7 +48,7 @@ type acpPoster struct {
 type postConn struct {
 	conn   net.Conn
 	br     *bufio.Reader
-	bw     *bufio.Writer
+	head   []byte    // the request line and header being written
 	reused bool      // it carried an earlier request
 	idleAt time.Time // when it was put back in the pool
 }
@@ -60,7 +67,7 @@ func newACPPoster(c *Client) *acpPoster {
 		return nil
 	}
 	u, err := url.Parse(c.BaseURL)
-	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil {
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil
 	}
 	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err != nil || p != nil {
@@ -70,7 +77,26 @@ func newACPPoster(c *Client) *acpPoster {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	return &acpPoster{addr: addr, dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second}}
+	header := "Host: " + u.Host + "\r\nUser-Agent: Go-http-client/1.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+	if c.Token != "" {
+		for _, b := range []byte(c.Token) {
+			if b < ' ' || b == 0x7f {
+				return nil // net/http refuses it with a clear error
+			}
+		}
+		header += "Authorization: Bearer " + c.Token + "\r\n"
+	}
+	return &acpPoster{addr: addr, header: header, dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second}}
+}
+
+// requestURI is the request target net/http would send for path under
+// base (base's own path prefix included).
+func requestURI(base, path string) string {
+	u, err := url.Parse(strings.TrimRight(base, "/") + path)
+	if err != nil {
+		return path
+	}
+	return u.RequestURI()
 }
 
 // get takes a pooled connection or dials a new one.
@@ -94,7 +120,7 @@ func (p *acpPoster) get(ctx context.Context) (*postConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &postConn{conn: conn, br: bufio.NewReaderSize(conn, 4096), bw: bufio.NewWriterSize(conn, 16<<10)}, nil
+	return &postConn{conn: conn, br: bufio.NewReaderSize(conn, 4096)}, nil
 }
 
 // put returns a connection whose answer was read to its end.
@@ -121,25 +147,31 @@ func (p *acpPoster) close() {
 	p.idle = nil
 }
 
-// write puts req on the wire: headers and body in one write when they fit
-// the buffer. The connection is then owned by the caller, who reads the
-// answer with read.
-func (p *acpPoster) write(req *http.Request) (*postConn, error) {
-	pc, err := p.get(req.Context())
+// write POSTs body to target (path and query, escaped) on a pooled
+// connection: the request line, the header and the body in one writev,
+// headers and body in one segment when they fit. The connection is then
+// owned by the caller, who reads the answer with read.
+func (p *acpPoster) write(ctx context.Context, target string, body []byte) (*postConn, error) {
+	pc, err := p.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(req.Context(), func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	err = req.Write(pc.bw)
-	if err == nil {
-		err = pc.bw.Flush()
-	}
+	pc.head = append(pc.head[:0], "POST "...)
+	pc.head = append(pc.head, target...)
+	pc.head = append(pc.head, " HTTP/1.1\r\n"...)
+	pc.head = append(pc.head, p.header...)
+	pc.head = append(pc.head, "Content-Length: "...)
+	pc.head = strconv.AppendInt(pc.head, int64(len(body)), 10)
+	pc.head = append(pc.head, "\r\n\r\n"...)
+	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
+	bufs := net.Buffers{pc.head, body}
+	_, err = bufs.WriteTo(pc.conn)
 	if !stop() && err == nil {
-		err = req.Context().Err() // the deadline may already be set
+		err = ctx.Err() // the deadline may already be set
 	}
 	if err != nil {
 		_ = pc.conn.Close()
-		if pc.reused && req.Context().Err() == nil && (errors.Is(err, net.ErrClosed) || isConnReset(err)) {
+		if pc.reused && ctx.Err() == nil && (errors.Is(err, net.ErrClosed) || isConnReset(err)) {
 			return nil, errStaleConn
 		}
 		return nil, err
@@ -151,13 +183,16 @@ func (p *acpPoster) write(req *http.Request) (*postConn, error) {
 // connection the server closed while it sat idle does.
 var errStaleConn = errors.New("kept-alive connection closed by the daemon")
 
-// read reads the answer to req from pc: its status and up to limit bytes
-// of body (more is cut: body nil, cut true). A non-2xx answer is a *Problem.
-// The connection goes back to the pool when the answer was read whole.
-func (p *acpPoster) read(pc *postConn, req *http.Request, limit int64) (status int, body []byte, cut bool, err error) {
-	ctx := req.Context()
+// postRequest is what http.ReadResponse is told the answers answer.
+var postRequest = &http.Request{Method: http.MethodPost}
+
+// read reads the answer to the POST written on pc: its status and up to
+// limit bytes of body (more is cut: body nil, cut true). A non-2xx answer
+// is a *Problem. The connection goes back to the pool when the answer was
+// read whole.
+func (p *acpPoster) read(ctx context.Context, pc *postConn, limit int64) (status int, body []byte, cut bool, err error) {
 	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	resp, err := http.ReadResponse(pc.br, req)
+	resp, err := http.ReadResponse(pc.br, postRequest)
 	if err != nil {
 		stop()
 		_ = pc.conn.Close()
