@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -78,7 +79,17 @@ func newACPBridgeCmd() *cobra.Command {
 				return usagef("%v", err)
 			}
 			client := &httpclient.Client{BaseURL: cfg.endpoint, Token: token}
-			return bridgeACP(c.Context(), client, cfg, c.InOrStdin(), c.OutOrStdout(), log)
+			stdin, stdout, polled := pollableStdio(c.InOrStdin(), c.OutOrStdout())
+			if polled && os.Getenv("GOMAXPROCS") == "" {
+				// One thread: with stdin and stdout polled, nothing here
+				// blocks a thread, and a goroutine woken per message
+				// (the POST's answer reader, the stream's reader) runs
+				// where it was woken instead of being handed to another
+				// CPU. A bridge relays one session; it has no use for
+				// parallelism.
+				runtime.GOMAXPROCS(1)
+			}
+			return bridgeACP(c.Context(), client, cfg, stdin, stdout, log)
 		},
 	}
 	fs := cmd.Flags()
