@@ -535,3 +535,45 @@ func TestACPConnPostsAsNetHTTP(t *testing.T) {
 		t.Fatalf("%+v", own)
 	}
 }
+
+// Informational answers before the real one are skipped, as net/http
+// does.
+func TestACPConnSkipsInformationalAnswers(t *testing.T) {
+	f := newFakeDaemon(t, func(string) (int, string) { return 200, resp1 })
+	inner := f.srv.Config.Handler
+	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.Header().Set("Link", "</x>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+		}
+		inner.ServeHTTP(w, r)
+	})
+	var logs strings.Builder
+	var lmu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		lmu.Lock()
+		defer lmu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n") // starts the stream
+	io.WriteString(conn, req1+"\n")
+	f.events <- resp1
+	if got := readLine(t, r); got != resp1 {
+		t.Fatalf("got %s", got)
+	}
+	if err := conn.CloseWrite(context.Background()); err != nil {
+		t.Fatalf("the answer was not taken: %v", err)
+	}
+	lmu.Lock()
+	defer lmu.Unlock()
+	if strings.Contains(logs.String(), "refused") {
+		t.Fatalf("an informational answer was taken for the answer:\n%s", logs.String())
+	}
+}

@@ -192,17 +192,31 @@ var postRequest = &http.Request{Method: http.MethodPost}
 // read whole.
 func (p *acpPoster) read(ctx context.Context, pc *postConn, limit int64) (status int, body []byte, cut bool, err error) {
 	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(time.Unix(1, 0)) })
-	resp, err := http.ReadResponse(pc.br, postRequest)
-	if err != nil {
+	fail := func(err error) (int, []byte, bool, error) {
 		stop()
 		_ = pc.conn.Close()
 		if ctx.Err() != nil {
 			return 0, nil, false, ctx.Err()
 		}
-		if pc.reused && pc.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isConnReset(err)) {
-			return 0, nil, false, errStaleConn
-		}
 		return 0, nil, false, err
+	}
+	if _, err := pc.br.Peek(1); err != nil {
+		if pc.reused && ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isConnReset(err)) {
+			// Not a byte of answer on a kept-alive connection: the
+			// daemon closed it while it sat idle (or took the request
+			// and died, which a retry finds out).
+			err = errStaleConn
+		}
+		return fail(err)
+	}
+	resp, err := http.ReadResponse(pc.br, postRequest)
+	for err == nil && resp.StatusCode/100 == 1 && resp.StatusCode != http.StatusSwitchingProtocols {
+		// Informational answers come before the real one (net/http skips
+		// them too); they have no body.
+		resp, err = http.ReadResponse(pc.br, postRequest)
+	}
+	if err != nil {
+		return fail(err)
 	}
 	if resp.StatusCode/100 != 2 {
 		limit = 1 << 20 // as Client.finish reads problems
@@ -217,7 +231,8 @@ func (p *acpPoster) read(ctx context.Context, pc *postConn, limit int64) (status
 		// that sees a chunked body's terminator too.
 		var one [1]byte
 		n, rerr := resp.Body.Read(one[:])
-		reusable = n == 0 && rerr == io.EOF
+		// Nothing may follow the answer: the next one is the next POST's.
+		reusable = n == 0 && rerr == io.EOF && pc.br.Buffered() == 0
 	}
 	_ = resp.Body.Close()
 	if !stop() || ctx.Err() != nil {
