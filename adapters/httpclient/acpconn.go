@@ -108,7 +108,10 @@ const (
 // the agent first; ACP clients wait for the answers that matter
 // (initialize, session/new) before sending more. A POST that fails before
 // the daemon answered (connection refused or reset) is retried until
-// ReconnectTimeout.
+// ReconnectTimeout. With a Client that has no HTTP client of its own and a
+// plain http:// endpoint, POSTs go over the connection's own kept-alive
+// connections, each request written by Write itself (see acpPoster: it is
+// faster); otherwise through net/http.
 //
 // Write and Read may be called concurrently with each other; each from one
 // goroutine at a time. Close stops every goroutine the connection started.
