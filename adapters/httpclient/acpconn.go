@@ -766,7 +766,10 @@ func (a *ACPConn) send(line []byte) bool {
 		// Put the request on the wire from this goroutine: the message
 		// reaches the daemon without a hand-off; a goroutine waits for
 		// the answer. If this write fails, that goroutine retries.
-		first = a.writePost(line, "")
+		a.mu.Lock()
+		agent := a.agent // set until a POST succeeded, after attaching too
+		a.mu.Unlock()
+		first = a.writePost(line, agent)
 	}
 	taken, finished := make(chan struct{}), make(chan struct{})
 	a.wg.Add(1)

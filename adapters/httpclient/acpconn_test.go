@@ -577,3 +577,43 @@ func TestACPConnSkipsInformationalAnswers(t *testing.T) {
 		t.Fatalf("an informational answer was taken for the answer:\n%s", logs.String())
 	}
 }
+
+// Attached to an existing instance, the first POST carries ?agent= (as
+// every POST does until one succeeded), so an instance deleted meanwhile
+// is created again rather than refused.
+func TestACPConnAttachedPostsCarryAgent(t *testing.T) {
+	eachTransport(t, func(t *testing.T, client func(string) *Client) {
+		var mu sync.Mutex
+		var uris []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method == http.MethodGet && r.URL.Path == "/v1/acp":
+				io.WriteString(w, `{"servers":[{"serverId":"s","agent":"fake","state":"running"}]}`)
+			case r.Method == http.MethodPost:
+				io.Copy(io.Discard, r.Body)
+				mu.Lock()
+				uris = append(uris, r.RequestURI)
+				mu.Unlock()
+				w.WriteHeader(http.StatusAccepted)
+			case r.Method == http.MethodGet:
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(200)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			}
+		}))
+		defer srv.Close()
+		conn, err := client(srv.URL).DialACP(context.Background(), "s", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, req1+"\n")
+		conn.CloseWrite(context.Background())
+		conn.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(uris) != 1 || uris[0] != "/v1/acp/s?agent=fake" {
+			t.Fatalf("POSTs: %q", uris)
+		}
+	})
+}
