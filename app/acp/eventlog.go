@@ -65,6 +65,23 @@ func (l *EventLog) Append(data []byte) uint64 { return l.AppendTo(data, "") }
 
 // AppendTo is Append for an event routed to a stream (see Event.Stream).
 func (l *EventLog) AppendTo(data []byte, stream string) uint64 {
+	return l.appendTo(data, stream, true)
+}
+
+// AppendQuiet is AppendTo without waking the readers: the caller wakes
+// them with Wake once it has done what should be readied first.
+func (l *EventLog) AppendQuiet(data []byte, stream string) uint64 {
+	return l.appendTo(data, stream, false)
+}
+
+// Wake wakes every waiting reader (after AppendQuiet).
+func (l *EventLog) Wake() {
+	l.mu.Lock()
+	l.wake.Notify()
+	l.mu.Unlock()
+}
+
+func (l *EventLog) appendTo(data []byte, stream string, wake bool) uint64 {
 	l.mu.Lock()
 	before := l.ring.Bytes()
 	seq := l.ring.Next()
@@ -81,7 +98,9 @@ func (l *EventLog) AppendTo(data []byte, stream string) uint64 {
 		l.ring.Trim(l.max, 0)
 	}
 	l.size.Store(l.ring.Bytes())
-	l.wake.Notify()
+	if wake {
+		l.wake.Notify()
+	}
 	delta := l.ring.Bytes() - before
 	l.mu.Unlock()
 	l.pool.add(delta)
