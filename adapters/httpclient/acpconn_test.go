@@ -617,3 +617,26 @@ func TestACPConnAttachedPostsCarryAgent(t *testing.T) {
 		}
 	})
 }
+
+// The connection's own POSTs are used only where net/http would send the
+// same request.
+func TestACPPosterOnlyWhereNetHTTPSendsTheSame(t *testing.T) {
+	for _, tc := range []struct {
+		c    Client
+		want bool
+	}{
+		{Client{BaseURL: "http://127.0.0.1:2468"}, true},
+		{Client{BaseURL: "http://[::1]:2468/prefix/", Token: "t"}, true},
+		{Client{BaseURL: "https://127.0.0.1:2468"}, false},
+		{Client{BaseURL: "http://127.0.0.1:2468", HTTP: http.DefaultClient}, false},
+		{Client{BaseURL: "http://127.0.0.1:2468", Token: "a\r\nX-Injected: 1"}, false},
+		{Client{BaseURL: "http://bücher.example:2468"}, false},
+		{Client{BaseURL: "http://[fe80::1%25eth0]:2468"}, false},
+		{Client{BaseURL: "http://u:p@127.0.0.1:2468"}, false},
+		{Client{BaseURL: "http://127.0.0.1:2468?x=1"}, false},
+	} {
+		if got := newACPPoster(&tc.c) != nil; got != tc.want {
+			t.Errorf("%+v: own POSTs %v, want %v", tc.c, got, tc.want)
+		}
+	}
+}

@@ -73,6 +73,11 @@ func newACPPoster(c *Client) *acpPoster {
 	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err != nil || p != nil {
 		return nil
 	}
+	for _, b := range []byte(u.Host) {
+		if b <= ' ' || b >= 0x7f || b == '%' {
+			return nil // net/http rewrites it (IDNA, an IPv6 zone) or refuses it
+		}
+	}
 	addr := u.Host
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
