@@ -249,11 +249,13 @@ func (p *acpPoster) read(ctx context.Context, pc *postConn, limit int64) (status
 	} else {
 		_ = pc.conn.Close()
 	}
+	if resp.StatusCode/100 != 2 {
+		// What came of a problem is the problem, as Client.finish reads
+		// it: the daemon took the request.
+		return resp.StatusCode, nil, false, parseProblem(resp.StatusCode, body)
+	}
 	if err != nil {
 		return resp.StatusCode, nil, false, err
-	}
-	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, nil, false, parseProblem(resp.StatusCode, body)
 	}
 	return resp.StatusCode, body, cut, nil
 }
