@@ -788,6 +788,9 @@ func (a *ACPConn) send(line []byte) bool {
 	if first != nil && first.pc != nil {
 		return true // taken: it is on the wire
 	}
+	// Until the instance exists, the first request (initialize) is
+	// answered before anything else is sent: concurrent first POSTs would
+	// race to the agent's stdin while the agent starts.
 	wait := taken
 	if bootstrapping {
 		wait = finished
@@ -938,9 +941,9 @@ func (a *ACPConn) postMessage(line []byte, f domain.Frame, taken chan struct{}, 
 			return
 		}
 		if errors.Is(err, errStaleConn) {
-			// A kept-alive connection the daemon had closed: the request
-			// never reached it. Again at once, on a fresh connection.
-			attempt--
+			// A kept-alive connection the daemon had closed while idle:
+			// again at once, on a fresh connection (a 409 then says the
+			// daemon had taken it after all, as for any retry).
 			continue
 		}
 		var p *Problem
