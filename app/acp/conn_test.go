@@ -61,6 +61,9 @@ func TestConnRoutesEachMessageOnce(t *testing.T) {
 		t.Fatalf("second connection stream: %v, want conflict", err)
 	}
 	say(p, `{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1","k":"before-open"}}`)
+	// Routed when the daemon reads it: wait for that before opening s1,
+	// or the line may still be on its way and go to s1.
+	gotConn := dataOf(readStream(t, connStream, 1))
 	s1, err := c.OpenStream("s1", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +77,7 @@ func TestConnRoutesEachMessageOnce(t *testing.T) {
 	say(p, `{"jsonrpc":"2.0","id":`+string(held.ID)+`,"result":{"k":"answer-s1"}}`)
 	say(p, `{"jsonrpc":"2.0","method":"n","params":{"k":"no-session"}}`)
 
-	gotConn := dataOf(readStream(t, connStream, 3))
+	gotConn += dataOf(readStream(t, connStream, 2))
 	for _, want := range []string{"before-open", "no-s2-stream", "no-session"} {
 		if !strings.Contains(gotConn, want) {
 			t.Errorf("connection stream lacks %s:\n%s", want, gotConn)
