@@ -146,14 +146,7 @@ func TestACPConnHeldAnswerOnceInOrder(t *testing.T) {
 		io.WriteString(conn, req1+"\n")
 		// The POST has answered (Write returned after the body was sent; give
 		// the answer time to be held): the stream now sends the update first.
-		f.events <- upd
-		f.events <- resp1
-		f.events <- upd2
-		for _, want := range []string{upd, resp1, upd2} {
-			if got := readLine(t, r); got != want {
-				t.Fatalf("got %s, want %s", got, want)
-			}
-		}
+		streamInOrder(t, f, r, upd, resp1, upd2)
 	})
 }
 
@@ -194,21 +187,29 @@ func TestACPConnReplayGap(t *testing.T) {
 	})
 }
 
+// failFirstRequest dials a fake daemon that answers the POST of request
+// id 1 with status and problem, and 202 to the rest; it sends a
+// notification (the stream starts with the first 2xx), then req1.
+func failFirstRequest(t *testing.T, client func(string) *Client, status int, problem string) (*fakeDaemon, *bufio.Reader) {
+	t.Helper()
+	f := newFakeDaemon(t, func(body string) (int, string) {
+		if strings.Contains(body, `"id":1`) {
+			return status, problem
+		}
+		return 202, ""
+	})
+	conn, r := dialFake(t, f, client)
+	io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+	io.WriteString(conn, req1+"\n")
+	return f, r
+}
+
 // A problem answer becomes a JSON-RPC error carrying the problem document,
 // and a response arriving later for that id is dropped.
 func TestACPConnProblemAnswer(t *testing.T) {
 	eachTransport(t, func(t *testing.T, client func(string) *Client) {
 		problem := `{"type":"urn:sandbox-agent:error:stream_error","title":"Stream Error","status":502,"detail":"stream error: write failed","details":{"message":"write failed"}}`
-		f := newFakeDaemon(t, func(body string) (int, string) {
-			if strings.Contains(body, `"id":1`) {
-				return 502, problem
-			}
-			return 202, ""
-		})
-		conn, r := dialFake(t, f, client)
-		// The stream starts with the first 2xx: a notification.
-		io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
-		io.WriteString(conn, req1+"\n")
+		f, r := failFirstRequest(t, client, 502, problem)
 		got := readLine(t, r)
 		var m struct {
 			ID    int `json:"id"`
@@ -233,23 +234,8 @@ func TestACPConnProblemAnswer(t *testing.T) {
 func TestACPConnTimeoutLateResponse(t *testing.T) {
 	eachTransport(t, func(t *testing.T, client func(string) *Client) {
 		problem := `{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`
-		f := newFakeDaemon(t, func(body string) (int, string) {
-			if strings.Contains(body, `"id":1`) {
-				return 504, problem
-			}
-			return 202, ""
-		})
-		conn, r := dialFake(t, f, client)
-		io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
-		io.WriteString(conn, req1+"\n")
-		f.events <- upd
-		f.events <- resp1
-		f.events <- upd2
-		for _, want := range []string{upd, resp1, upd2} {
-			if got := readLine(t, r); got != want {
-				t.Fatalf("got %s, want %s", got, want)
-			}
-		}
+		f, r := failFirstRequest(t, client, 504, problem)
+		streamInOrder(t, f, r, upd, resp1, upd2)
 	})
 }
 
@@ -420,14 +406,8 @@ func TestACPConnKeptAlivePosts(t *testing.T) {
 	}
 	f.srv.Start()
 	t.Cleanup(f.srv.Close)
-	var logs strings.Builder
-	var lmu sync.Mutex
-	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		lmu.Lock()
-		defer lmu.Unlock()
-		return logs.Write(p)
-	}), nil))
-	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: log})
+	logs := &logCapture{}
+	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,9 +448,7 @@ func TestACPConnKeptAlivePosts(t *testing.T) {
 	}
 	total := len(f.posts)
 	f.mu.Unlock()
-	lmu.Lock()
 	logged := logs.String()
-	lmu.Unlock()
 	if after != 1 || total != n+1 {
 		t.Fatalf("after the daemon closed the idle connection: %d copies, %d posts", after, total)
 	}
@@ -479,9 +457,46 @@ func TestACPConnKeptAlivePosts(t *testing.T) {
 	}
 }
 
-type writerFunc func([]byte) (int, error)
+// streamInOrder sends lines on the fake's stream and expects each on the
+// connection, once and in that order.
+func streamInOrder(t *testing.T, f *fakeDaemon, r *bufio.Reader, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		f.events <- l
+	}
+	for _, want := range lines {
+		if got := readLine(t, r); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+	}
+}
 
-func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+// serveIdleStream answers an SSE GET with a stream that stays open and
+// silent until the client goes.
+func serveIdleStream(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
+
+// logCapture collects a connection's log output for a test to read.
+type logCapture struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logCapture) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logCapture) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // The connection's own POSTs carry what net/http would send: the same
 // target (the base URL's path, an escaped server id, ?agent= while the
@@ -510,10 +525,7 @@ func TestACPConnPostsAsNetHTTP(t *testing.T) {
 				mu.Unlock()
 				w.WriteHeader(http.StatusAccepted)
 			case r.Method == http.MethodGet:
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.WriteHeader(200)
-				w.(http.Flusher).Flush()
-				<-r.Context().Done()
+				serveIdleStream(w, r)
 			}
 		}))
 		c := tr.client(srv.URL + "/pfx/")
@@ -549,14 +561,8 @@ func TestACPConnSkipsInformationalAnswers(t *testing.T) {
 		}
 		inner.ServeHTTP(w, r)
 	})
-	var logs strings.Builder
-	var lmu sync.Mutex
-	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		lmu.Lock()
-		defer lmu.Unlock()
-		return logs.Write(p)
-	}), nil))
-	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: log})
+	logs := &logCapture{}
+	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,10 +577,8 @@ func TestACPConnSkipsInformationalAnswers(t *testing.T) {
 	if err := conn.CloseWrite(context.Background()); err != nil {
 		t.Fatalf("the answer was not taken: %v", err)
 	}
-	lmu.Lock()
-	defer lmu.Unlock()
-	if strings.Contains(logs.String(), "refused") {
-		t.Fatalf("an informational answer was taken for the answer:\n%s", logs.String())
+	if logged := logs.String(); strings.Contains(logged, "refused") {
+		t.Fatalf("an informational answer was taken for the answer:\n%s", logged)
 	}
 }
 
@@ -596,10 +600,7 @@ func TestACPConnAttachedPostsCarryAgent(t *testing.T) {
 				mu.Unlock()
 				w.WriteHeader(http.StatusAccepted)
 			case r.Method == http.MethodGet:
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.WriteHeader(200)
-				w.(http.Flusher).Flush()
-				<-r.Context().Done()
+				serveIdleStream(w, r)
 			}
 		}))
 		defer srv.Close()
