@@ -198,10 +198,7 @@ func TestBridgeDaemonRestartedMidTurn(t *testing.T) {
 	d1 := harness.Start(t, harness.Options{})
 	proxy := startProxy(t, d1.URL)
 	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
-	lr := newLineReader(b.stdout)
-	sid := openSession(t, b.stdin, lr)
-	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d1); return len(s) == 1 && s[0].PendingRequests == 1 })
+	lr := pendingTurn(t, b, d1)
 
 	_ = d1.Cmd.Process.Kill() // no goodbye: streams are reset, agents die with it
 	<-d1.Done()
@@ -233,10 +230,7 @@ func TestBridgeDaemonGone(t *testing.T) {
 	d := harness.Start(t, harness.Options{})
 	proxy := startProxy(t, d.URL)
 	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "1s")
-	lr := newLineReader(b.stdout)
-	sid := openSession(t, b.stdin, lr)
-	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	lr := pendingTurn(t, b, d)
 	proxy.setTarget("127.0.0.1:9") // nothing listens there
 	proxy.cut()
 	start := time.Now()
@@ -318,10 +312,7 @@ func burstThroughCuts(t *testing.T, proxy *tcpProxy, w io.Writer, lr *lineReader
 func TestBridgeStdinClosedMidTurn(t *testing.T) {
 	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
-	lr := newLineReader(b.stdout)
-	sid := openSession(t, b.stdin, lr)
-	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	pendingTurn(t, b, d)
 	b.stdin.Close()
 	if err := b.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
@@ -372,10 +363,7 @@ func exitCode(err error) int {
 func TestBridgeSIGTERM(t *testing.T) {
 	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
-	lr := newLineReader(b.stdout)
-	sid := openSession(t, b.stdin, lr)
-	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
-	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	pendingTurn(t, b, d)
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	if err := b.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
@@ -490,4 +478,16 @@ func TestBridgeStartsBeforeDaemon(t *testing.T) {
 	if err := b.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
+}
+
+// pendingTurn opens a session through the bridge, sends prompt 3 with a
+// turn that lasts a minute, and waits until daemon d holds it pending. It
+// returns the reader of the bridge's stdout.
+func pendingTurn(t *testing.T, b *bridge, d *harness.Daemon) *lineReader {
+	t.Helper()
+	lr := newLineReader(b.stdout)
+	sid := openSession(t, b.stdin, lr)
+	io.WriteString(b.stdin, promptMsg(3, sid, "slow 60000")+"\n")
+	harness.Eventually(t, 20*time.Second, "the prompt is pending", func() bool { s := listServers(t, d); return len(s) == 1 && s[0].PendingRequests == 1 })
+	return lr
 }
