@@ -93,14 +93,7 @@ func TestGroupCleanedOnOwnExit(t *testing.T) {
 
 // A start that fails leaves nothing behind: no process, no open pipe.
 func TestStartFailureLeavesNothing(t *testing.T) {
-	fds := func() int {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ents)
-	}
-	before := fds()
+	before := openFDs(t)
 	for _, cmd := range []string{"/nonexistent/agent-acp", "no-such-agent-acp-in-path", t.TempDir()} {
 		r := testRunner()
 		r.BaseEnv = []string{"PATH=/nonexistent"}
@@ -112,7 +105,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 			t.Errorf("error %q does not name the command", err)
 		}
 	}
-	if after := fds(); after != before {
-		t.Errorf("open fds %d before, %d after failed starts", before, after)
+	if leaked := newFDs(t, before); len(leaked) > 0 {
+		t.Errorf("descriptors left open by failed starts: %v", leaked)
 	}
 }

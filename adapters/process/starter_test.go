@@ -21,13 +21,36 @@ func TestStarterContract(t *testing.T) {
 		domain.ProcessSpec{Command: "sleep", Args: []string{"300"}})
 }
 
-func openFDs(t *testing.T) int {
+// openFDs returns this process's descriptors, number → target.
+func openFDs(t *testing.T) map[string]string {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skip("no /proc")
 	}
-	return len(ents)
+	m := map[string]string{}
+	for _, e := range ents {
+		// One is the listing's own, closed by now: Readlink fails.
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			m[e.Name()] = target
+		}
+	}
+	return m
+}
+
+// newFDs lists the descriptors open now that were not in before. Not a
+// count: earlier tests may still be closing theirs (a count once went
+// 27 → 10 during one test), which would hide a leak or, compared for
+// equality, fail a test that leaked nothing.
+func newFDs(t *testing.T, before map[string]string) []string {
+	t.Helper()
+	var leaked []string
+	for fd, target := range openFDs(t) {
+		if before[fd] != target && !strings.HasPrefix(target, "/proc/") {
+			leaked = append(leaked, fd+" → "+target)
+		}
+	}
+	return leaked
 }
 
 // A grandchild left behind by a leader that exits on its own is killed
@@ -101,8 +124,8 @@ func TestStarterTerminal(t *testing.T) {
 	if st, _ := p.Wait(); st.Signal != "SIGKILL" && st.Signal != "SIGHUP" {
 		t.Errorf("status %+v, want SIGHUP or SIGKILL", st)
 	}
-	if after := openFDs(t); after > before {
-		t.Errorf("descriptors: %d before, %d after", before, after)
+	if leaked := newFDs(t, before); len(leaked) > 0 {
+		t.Errorf("descriptors left open: %v", leaked)
 	}
 }
 
@@ -133,8 +156,8 @@ func TestStarterStartErrors(t *testing.T) {
 		if !ok || e.Kind != domain.KindInvalidRequest || !strings.Contains(e.Msg, tc.want) {
 			t.Errorf("%+v: %v, want invalid_request %q", tc.spec, err, tc.want)
 		}
-		if after := openFDs(t); after > before {
-			t.Errorf("%+v: descriptors %d before, %d after", tc.spec, before, after)
+		if leaked := newFDs(t, before); len(leaked) > 0 {
+			t.Errorf("%+v: descriptors left open: %v", tc.spec, leaked)
 		}
 	}
 }
