@@ -19,7 +19,7 @@ import (
 
 // Bounds that keep the mock's memory small whatever a client sends.
 const (
-	maxSessions    = 1024     // sessions held at once (session/close frees one)
+	maxSessions    = 1024      // sessions held at once (session/close frees one)
 	maxHistoryCost = 256 << 10 // bytes of updates kept per session for session/load
 	maxTitle       = 64        // runes of the first prompt kept as a session's title
 )
