@@ -473,6 +473,14 @@ func (a *agent) turn(ctx context.Context, s *session, text string) error {
 			}
 		}
 		return nil
+	case "wait":
+		// An update, then nothing until the turn is cancelled (session/cancel,
+		// session/close or a new prompt): a client sees the turn under way.
+		if err := a.say(ctx, s, acp.UpdateAgentMessageText("mock: waiting")); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
 	case "slow":
 		ms, _ := strconv.Atoi(strings.TrimSpace(rest))
 		t := time.NewTimer(time.Duration(ms) * time.Millisecond)

@@ -26,6 +26,7 @@
 //	permission      ask session/request_permission, then report the outcome
 //	stream N        send N agent_message_chunk updates ("mock: chunk i")
 //	slow MS         wait MS milliseconds before answering (session/cancel ends it)
+//	wait            send "mock: waiting", then wait until cancelled (or closed)
 //	think           send an agent_thought_chunk before the answer
 //	tool            send a tool_call and its completing tool_call_update
 //	plan            send a plan with two entries

@@ -307,6 +307,40 @@ func TestCloseCancelsTurn(t *testing.T) {
 	}
 }
 
+// TestWaitTurn: "wait" sends one update and then runs until cancelled;
+// it answers cancelled, with nothing after the update.
+func TestWaitTurn(t *testing.T) {
+	ctx := context.Background()
+	c, rec := startMock(t)
+	c.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: 1})
+	s, _ := c.NewSession(ctx, acp.NewSessionRequest{Cwd: "/w", McpServers: []acp.McpServer{}})
+	got := make(chan acp.PromptResponse, 1)
+	go func() {
+		r, err := c.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("wait")}})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	// The update comes before the cancel is sent: listed sessions are
+	// answered by the SDK in order, so poll with a request until it shows.
+	for len(rec.take()) == 0 {
+		c.ListSessions(ctx, acp.ListSessionsRequest{})
+	}
+	c.Cancel(ctx, acp.CancelNotification{SessionId: s.SessionId})
+	select {
+	case r := <-got:
+		if r.StopReason != acp.StopReasonCancelled {
+			t.Fatalf("stop reason %s", r.StopReason)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait did not end at session/cancel")
+	}
+	if u := rec.take(); len(u) != 0 {
+		t.Fatalf("updates after the first: %q", u)
+	}
+}
+
 // TestModesAndConfig: set_mode reports the change before answering;
 // set_config_option answers with every option; bad ids are -32602, unknown
 // sessions -32002.
