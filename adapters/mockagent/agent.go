@@ -66,7 +66,8 @@ type agent struct {
 	version string
 
 	mu       sync.Mutex
-	next     int // the number of the last session created
+	closing  bool // stdin has ended: turns are cancelled as they start
+	next     int  // the number of the last session created
 	sessions map[acp.SessionId]*session
 	order    []acp.SessionId // creation order, for session/list
 }
@@ -270,6 +271,9 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 		s.cancel() // a new prompt ends the turn in flight
 	}
 	s.cancel, s.turn = cancel, turn
+	if a.closing {
+		cancel()
+	}
 	if s.title == "" && text != "" {
 		s.title = cut(text, maxTitle)
 	}
@@ -302,6 +306,19 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 		return acp.PromptResponse{}, err
 	}
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+}
+
+// cancelTurns cancels every turn still running (stdin has ended: no one
+// is left to wait for).
+func (a *agent) cancelTurns() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closing = true
+	for _, s := range a.sessions {
+		if s.cancel != nil {
+			s.cancel()
+		}
+	}
 }
 
 // lookup finds a session. a.mu is held.

@@ -35,4 +35,7 @@
 //	anything else   one agent_message_chunk "mock: <text>"
 //
 // Every turn ends with stopReason end_turn (or cancelled).
+//
+// At stdin's end the turns still running are cancelled, every request
+// already sent is answered, and Run returns.
 package mockagent

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -42,19 +43,72 @@ const (
 	maxLine = 256 << 20
 )
 
-// lineWriter serialises whole-line writes from the SDK and the router.
+// lineWriter serialises whole-line writes from the SDK and the router,
+// and keeps count of the requests handed to the SDK that it has not
+// answered yet, so that the mock answers them all before it exits. The SDK
+// writes one message per Write.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	pending map[string]int // canonical request id -> requests not yet answered
+	drain   chan struct{}  // closed once pending is empty, when asked for
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	n, err := l.w.Write(p)
+	if len(l.pending) > 0 {
+		if f, perr := domain.ParseFrame(bytes.TrimRight(p, "\n")); perr == nil && f.Kind == domain.FrameResponse {
+			key := f.IDKey()
+			if l.pending[key]--; l.pending[key] <= 0 {
+				delete(l.pending, key)
+			}
+			if len(l.pending) == 0 && l.drain != nil {
+				close(l.drain)
+				l.drain = nil
+			}
+		}
+	}
+	return n, err
 }
 
-// Run serves the mock agent on the given streams until stdin ends.
+// answer writes one of the router's own lines (not counted as an answer
+// of the SDK's).
+func (l *lineWriter) answer(p []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.w.Write(p)
+	return err
+}
+
+// sent counts a request handed to the SDK.
+func (l *lineWriter) sent(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending == nil {
+		l.pending = map[string]int{}
+	}
+	l.pending[key]++
+}
+
+// drained is closed once every request handed to the SDK is answered.
+func (l *lineWriter) drained() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch := make(chan struct{})
+	if len(l.pending) == 0 {
+		close(ch)
+	} else {
+		l.drain = ch
+	}
+	return ch
+}
+
+// Run serves the mock agent on the given streams until stdin ends. Then the
+// turns still running are cancelled (they answer cancelled, as after
+// session/cancel), every request gets its answer, and Run returns (bounded
+// by 10 s, or ctx).
 func Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, opts Options) error {
 	out := &lineWriter{w: stdout}
 	toSDK, sdkIn := io.Pipe()
@@ -68,6 +122,15 @@ func Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, opts Op
 	select {
 	case <-a.conn.Done():
 	case <-ctx.Done():
+		return nil
+	}
+	a.cancelTurns()
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-out.drained():
+	case <-t.C:
+	case <-ctx.Done():
 	}
 	return nil
 }
@@ -77,19 +140,22 @@ func Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, opts Op
 // -32600, as the stdio bridge does), the test methods (an echo), requests
 // too long for the SDK's reader; it drops notifications of test methods and
 // hands everything else to the SDK unchanged.
-func route(stdin io.Reader, sdk io.Writer, out io.Writer, stderr io.Writer) error {
+func route(stdin io.Reader, sdk io.Writer, out *lineWriter, stderr io.Writer) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	for {
 		line, err := readLine(r)
 		if len(line) > 0 {
-			answer, toSDK := routeLine(line, stderr)
+			answer, request, toSDK := routeLine(line, stderr)
 			var werr error
 			switch {
 			case answer != nil:
-				_, werr = out.Write(append(answer, '\n'))
+				werr = out.answer(append(answer, '\n'))
 			case toSDK:
 				if line[len(line)-1] != '\n' {
 					line = append(line, '\n')
+				}
+				if request != "" {
+					out.sent(request)
 				}
 				_, werr = sdk.Write(line)
 			}
@@ -123,30 +189,30 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 }
 
 // routeLine decides what happens to one stdin line: an answer to write, or
-// whether to hand it to the SDK.
-func routeLine(line []byte, stderr io.Writer) (answer []byte, toSDK bool) {
+// whether to hand it to the SDK (with the canonical id of a request).
+func routeLine(line []byte, stderr io.Writer) (answer []byte, request string, toSDK bool) {
 	msg := bytes.TrimRight(line, "\r\n")
 	if len(bytes.TrimSpace(msg)) == 0 {
-		return nil, false
+		return nil, "", false
 	}
 	f, bad := domain.CheckMessage(msg)
 	switch {
 	case bad != nil:
-		return bad.Response(), false
+		return bad.Response(), "", false
 	case f.Kind == domain.FrameNotification && isTestMethod(f.Method):
-		return nil, false
+		return nil, "", false
 	case f.Kind != domain.FrameRequest:
 		if len(line) >= sdkMaxLine {
 			fmt.Fprintf(stderr, "mock: dropped a %s of %d bytes (the SDK reads lines up to %d bytes)\n", f.Kind, len(line), sdkMaxLine)
-			return nil, false
+			return nil, "", false
 		}
-		return nil, true
+		return nil, "", true
 	case isTestMethod(f.Method):
 		method, _ := json.Marshal(f.Method)
-		return []byte(`{"jsonrpc":"2.0","id":` + string(f.ID) + `,"result":{"echoedMethod":` + string(method) + `}}`), false
+		return []byte(`{"jsonrpc":"2.0","id":` + string(f.ID) + `,"result":{"echoedMethod":` + string(method) + `}}`), "", false
 	case len(line) >= sdkMaxLine:
 		data, _ := json.Marshal(map[string]any{"error": fmt.Sprintf("a message of %d bytes is over the mock's limit of %d for ACP methods", len(line), sdkMaxLine-1)})
-		return []byte(`{"jsonrpc":"2.0","id":` + string(f.ID) + `,"error":{"code":-32603,"message":"Internal error","data":` + string(data) + `}}`), false
+		return []byte(`{"jsonrpc":"2.0","id":` + string(f.ID) + `,"error":{"code":-32603,"message":"Internal error","data":` + string(data) + `}}`), "", false
 	}
-	return nil, true
+	return nil, f.IDKey(), true
 }

@@ -37,7 +37,7 @@ func TestRouteLines(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"last","result":{}}`,
 	}, "\n")
 	var sdk, out strings.Builder
-	if err := route(strings.NewReader(in), &sdk, &out, io.Discard); err != nil {
+	if err := route(strings.NewReader(in), &sdk, &lineWriter{w: &out}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	wantOut := `{"jsonrpc":"2.0","id":7,"result":{"echoedMethod":"x/y"}}` + "\n" +
@@ -466,5 +466,47 @@ func TestUnknownMethods(t *testing.T) {
 		if err != nil || strings.TrimSuffix(got, "\n") != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.req, got, tc.want)
 		}
+	}
+}
+
+// TestEOFAnswersInFlight: at stdin's end every request already sent is
+// answered (a turn still running answers cancelled) before Run returns.
+func TestEOFAnswersInFlight(t *testing.T) {
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`,
+	}, "\n") + "\n"
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() { Run(context.Background(), inR, outW, io.Discard, Options{}); outW.Close(); close(done) }()
+	lines := bufio.NewReader(outR)
+	io.WriteString(inW, in)
+	for range 2 {
+		lines.ReadString('\n')
+	}
+	// A turn that would never end, requests behind it, then stdin's end.
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"mock-1","prompt":[{"type":"text","text":"wait"}]}}`+"\n"+
+		`{"jsonrpc":"2.0","id":4,"method":"session/list","params":{}}`+"\n"+
+		`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	inW.Close()
+	answered := map[string]string{}
+	for {
+		l, err := lines.ReadString('\n')
+		if err != nil {
+			break
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.Unmarshal([]byte(l), &m)
+		if m.Method == "" {
+			answered[string(m.ID)] = l
+		}
+	}
+	<-done
+	if len(answered) != 3 || !strings.Contains(answered["3"], `"stopReason":"cancelled"`) || answered["4"] == "" || answered["5"] == "" {
+		t.Fatalf("answers at stdin's end: %q", answered)
 	}
 }
