@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,11 +13,13 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
 const acpBridgeLong = `Speak ACP on stdio (one JSON-RPC message per line) for an agent that runs
@@ -28,6 +32,10 @@ leaves it running unless --delete-on-exit.
 
 The token is read from --token-file or $SANDBOX_AGENT_TOKEN, never from the
 command line, where other users of the machine could read it.
+
+A stdin line that is not a JSON-RPC message is answered on stdout as a
+local agent would (-32700 Parse error or -32600 Invalid Request) and not
+sent; the bridge goes on with the next line.
 
 stdin closed or SIGTERM: what is in flight is finished, the owned instance
 deleted, exit 0. The daemon unreachable for --reconnect-timeout, or the
@@ -119,6 +127,7 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 		ReconnectTimeout: cfg.reconnectTimeout,
 		DeleteOnClose:    owned,
 		Logger:           log,
+		MaxMessage:       bridgeMaxLine,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -128,15 +137,16 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 	}
 	log.Info("acp bridge connected", "endpoint", cfg.endpoint, "server_id", id, "agent", cfg.agent, "owned", owned)
 
+	out := &stdoutLines{w: stdout}
 	outDone := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(stdout, conn)
+		_, err := io.Copy(out, conn)
+		out.finish()
 		outDone <- err
 	}()
 	inDone := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(conn, stdin)
-		inDone <- err
+		inDone <- relayStdin(conn, stdin, out, log)
 	}()
 
 	var failure error
@@ -194,4 +204,165 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 	}
 	log.Debug("acp bridge done", "server_id", id)
 	return nil
+}
+
+// bridgeMaxLine bounds one stdin line (the ACP connection's default too): a
+// longer one ends the bridge, since the session cannot go on correctly.
+const bridgeMaxLine = 64 << 20
+
+// relayStdin sends stdin to the connection one line at a time, as a local
+// agent reads it: blank lines are skipped, a last line without its line
+// ending still counts, and a line that is not a JSON-RPC message
+// (domain.CheckMessage) is answered on stdout instead of being sent, so a
+// client waiting for its id gets an answer, and the next line is read as
+// usual. It returns nil at EOF.
+func relayStdin(conn io.Writer, stdin io.Reader, out *stdoutLines, log *slog.Logger) error {
+	r := bufio.NewReaderSize(stdin, 64<<10)
+	var long []byte // a line longer than r's buffer, gathered
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if len(long)+len(chunk) > bridgeMaxLine {
+				return fmt.Errorf("a line longer than %d bytes", bridgeMaxLine)
+			}
+			long = append(long, chunk...)
+			continue
+		}
+		line := chunk
+		if long != nil {
+			if len(long)+len(chunk) > bridgeMaxLine {
+				return fmt.Errorf("a line longer than %d bytes", bridgeMaxLine)
+			}
+			line = append(long, chunk...)
+			long = nil
+		}
+		if len(line) > 0 {
+			if werr := relayLine(conn, line, out, log); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// relayLine sends one stdin line (with or without its line ending) or
+// answers it.
+func relayLine(conn io.Writer, line []byte, out *stdoutLines, log *slog.Logger) error {
+	msg := bytes.TrimRight(line, "\r\n")
+	if len(bytes.TrimSpace(msg)) == 0 {
+		return nil
+	}
+	if _, bad := domain.CheckMessage(msg); bad != nil {
+		// The line itself is not logged: it may carry credentials.
+		log.Warn("stdin line is not a JSON-RPC message; answered with an error", "code", bad.Code, "reason", bad.Reason, "bytes", len(msg))
+		return out.answer(bad.Response())
+	}
+	if line[len(line)-1] != '\n' {
+		line = append(line, '\n')
+	}
+	_, err := conn.Write(line)
+	return err
+}
+
+// stdoutLines is the bridge's stdout. The agent's messages are copied to
+// it in whatever pieces the connection's Read returns, so a write may end
+// inside a line; an answer of the bridge's own is written only between two
+// whole lines: at once when stdout is at a line boundary, else right after
+// the line in progress ends.
+type stdoutLines struct {
+	mu      sync.Mutex
+	w       io.Writer
+	mid     bool          // the last write ended inside a line
+	held    []byte        // an answer waiting for the line in progress to end
+	written chan struct{} // closed once held is written (or cannot be)
+	err     error         // the first write error: stdout is gone
+}
+
+// Write copies agent bytes, writing a held answer after the first line
+// ending in p.
+func (s *stdoutLines) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	n := 0
+	if s.held != nil {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			return s.writeLocked(p)
+		}
+		k, err := s.writeLocked(p[:i+1])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		s.flushHeldLocked()
+		p = p[i+1:]
+	}
+	k, err := s.writeLocked(p)
+	return n + k, err
+}
+
+func (s *stdoutLines) writeLocked(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = err
+		return n, err
+	}
+	s.mid = p[len(p)-1] != '\n'
+	return n, nil
+}
+
+func (s *stdoutLines) flushHeldLocked() {
+	if s.held == nil {
+		return
+	}
+	if s.err == nil {
+		_, _ = s.writeLocked(s.held)
+	}
+	s.held = nil
+	close(s.written)
+}
+
+// answer writes one line of the bridge's own (without its line ending)
+// between two whole lines, and returns once it is written. One caller at a
+// time (the stdin relay).
+func (s *stdoutLines) answer(line []byte) error {
+	line = append(line, '\n')
+	s.mu.Lock()
+	if s.err != nil || !s.mid {
+		err := s.err
+		if err == nil {
+			_, err = s.writeLocked(line)
+		}
+		s.mu.Unlock()
+		return err
+	}
+	done := make(chan struct{})
+	s.held, s.written = line, done
+	s.mu.Unlock()
+	<-done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// finish writes a held answer once no more agent bytes will come (after a
+// line ending, should the agent's last line have been cut short).
+func (s *stdoutLines) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != nil && s.err == nil && s.mid {
+		_, _ = s.writeLocked([]byte("\n"))
+	}
+	s.flushHeldLocked()
 }

@@ -16,7 +16,7 @@ func newMockAgentCmd() *cobra.Command {
 		Args:        cobra.ArbitraryArgs,
 		Annotations: map[string]string{anyArgs: "launchers may pass arguments"},
 		RunE: func(c *cobra.Command, _ []string) error {
-			return mockagent.Run(c.Context(), c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
+			return mockagent.Run(c.Context(), c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr(), mockagent.Options{Version: version})
 		},
 	}
 }
