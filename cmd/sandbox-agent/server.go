@@ -60,6 +60,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := checkPort(f.port); err != nil {
 		return err
 	}
+	if err := checkTokenHeader(f.auth.tokenHeader); err != nil {
+		return err
+	}
 	closeInheritedOnExec()
 	procs := sizeScheduler()
 
@@ -133,6 +136,8 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		Processes:    procSvc,
 
 		MetricsPublic:      f.metricsPublic,
+		HealthPublic:       f.auth.healthPublic,
+		TokenHeader:        f.auth.tokenHeader,
 		StreamWriteTimeout: f.streamWrite,
 	}
 	f.limits.applyHTTP(&httpCfg)
