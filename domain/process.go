@@ -148,8 +148,20 @@ func (f ProcessLogsStream) Matches(s ProcessLogsStream) bool {
 	return f == s
 }
 
+// LogEncoding is how a log entry's Data carries the output's bytes.
+type LogEncoding string
+
+// The log encodings: base64 (the default, as the reference sends it: output
+// is bytes, not necessarily text) and utf8 (text for people reading with
+// curl; bytes that are not UTF-8 become U+FFFD).
+const (
+	LogBase64 LogEncoding = "base64"
+	LogUTF8   LogEncoding = "utf8"
+)
+
 // ProcessLogEntry is one chunk of a process's output. Data is base64, as
-// the reference sends it: output is bytes, not necessarily text.
+// the reference sends it (output is bytes, not necessarily text), unless
+// the reader asked for utf8; Encoding says which.
 type ProcessLogEntry struct {
 	Sequence    uint64            `json:"sequence"`
 	Stream      ProcessLogsStream `json:"stream" enum:"stdout,stderr,combined,pty"`

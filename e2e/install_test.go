@@ -357,13 +357,19 @@ func TestInstallCLI(t *testing.T) {
 	}
 
 	d := harness.Start(t, harness.Options{Home: home, Env: reg.env(), Args: []string{"--token", "tok"}})
+	// Output to a pipe is compact, one document per line; --format pretty
+	// indents it.
 	out, errOut, err = run("api", "agents", "list", "--endpoint", d.URL, "--token", "tok")
-	if err != nil || !strings.Contains(out, `"id": "claude",`+"\n      \"installed\": true") {
+	if err != nil || !strings.Contains(out, `{"id":"claude","installed":true,`) || strings.Count(out, "\n") != 1 {
 		t.Fatalf("api agents list: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = run("api", "agents", "list", "--format", "pretty", "--endpoint", d.URL, "--token", "tok")
+	if err != nil || !strings.Contains(out, `"id": "claude",`+"\n      \"installed\": true") {
+		t.Fatalf("api agents list --format pretty: %v\n%s%s", err, out, errOut)
 	}
 	// The mock is built in: installing it is a no-op.
 	out, errOut, err = run("api", "agents", "install", "mock", "--endpoint", d.URL, "--token", "tok")
-	if err != nil || !strings.Contains(out, `"already_installed": true`) {
+	if err != nil || !strings.Contains(out, `"already_installed":true`) {
 		t.Fatalf("api agents install mock: %v\n%s%s", err, out, errOut)
 	}
 	_, errOut, err = run("api", "agents", "get", "nobody", "--endpoint", d.URL, "--token", "tok")

@@ -107,7 +107,7 @@ func authOf(ctx context.Context) authState {
 func useAuth(api huma.API, cfg *Config) {
 	api.UseMiddleware(func(hctx huma.Context, next func(huma.Context)) {
 		op := hctx.Operation()
-		if op == nil || !guarded(op.Path) {
+		if op == nil || !guarded(op.Path) || cfg.HealthPublic && op.OperationID == opHealth {
 			next(hctx)
 			return
 		}
@@ -160,18 +160,21 @@ func authorizeACPPost(ctx context.Context, cfg *Config, r *http.Request, serverI
 	return authorize(ctx, cfg, req)
 }
 
-const opPostACP = "post_v1_acp"
+const (
+	opPostACP = "post_v1_acp"
+	opHealth  = "get_v1_health"
+)
 
 // authRequest describes r to the chain; header names are lower-cased.
 // Without policies only the token check reads the request, so only the
 // Authorization header is carried (no copy of every header per request).
-// The terminal socket's token may come as ?access_token=
-// (presentedAuthorization): the chain sees it where it looks for a bearer
-// token.
+// The token may come in Config.TokenHeader, or as ?access_token= on a
+// WebSocket (presentedAuthorization): the chain sees it where it looks for
+// a bearer token, the authorization header.
 func (c *Config) authRequest(r *http.Request, method, route, opID string) domain.AuthRequest {
 	req := domain.AuthRequest{Method: method, Route: route, OperationID: opID, Path: r.URL.Path, RemoteAddr: r.RemoteAddr}
 	if !c.chain.HasPolicies() {
-		if a := presentedAuthorization(r); a != "" {
+		if a := c.presentedAuthorization(r); a != "" {
 			req.Headers = map[string][]string{"authorization": {a}}
 		}
 		return req
@@ -183,10 +186,8 @@ func (c *Config) authRequest(r *http.Request, method, route, opID string) domain
 	if r.Host != "" {
 		headers["host"] = []string{r.Host}
 	}
-	if _, ok := headers["authorization"]; !ok {
-		if a := presentedAuthorization(r); a != "" {
-			headers["authorization"] = []string{a}
-		}
+	if a := c.presentedAuthorization(r); a != "" {
+		headers["authorization"] = []string{a}
 	}
 	req.Headers = headers
 	if r.URL.RawQuery != "" {

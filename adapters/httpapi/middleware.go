@@ -97,7 +97,7 @@ func tokenOnly(w http.ResponseWriter, r *http.Request, cfg *Config) bool {
 	if !guarded(r.URL.Path) {
 		return true
 	}
-	if !cfg.chain.TokenConfigured() || cfg.chain.Tokens.Check(presentedAuthorization(r)) {
+	if !cfg.chain.TokenConfigured() || cfg.chain.Tokens.Check(cfg.presentedAuthorization(r)) {
 		return true
 	}
 	writeAuthProblem(w, r.Context(), authz.ErrTokenInvalid)

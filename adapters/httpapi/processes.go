@@ -64,6 +64,7 @@ type procLogsInput struct {
 	Follow      bool   `query:"follow" doc:"Stream entries as Server-Sent Events (event: log), then follow live output until the process exits."`
 	Since       int64  `query:"since" minimum:"0" doc:"Only entries with a sequence greater than this."`
 	LastEventID string `header:"Last-Event-ID" doc:"With follow: resume after this sequence (the larger of it and since wins)."`
+	Encoding    string `query:"encoding" enum:"base64,utf8" doc:"How entries carry the output: base64 (default, any bytes) or utf8 (text; bytes that are not UTF-8 become U+FFFD, a character split between two reads is kept whole)."`
 }
 
 type procInputInput struct {
@@ -241,7 +242,7 @@ func registerProcesses(api huma.API, cfg *Config) {
 	route(api, huma.Operation{
 		OperationID: "get_v1_process_logs", Method: http.MethodGet, Path: "/v1/processes/{id}/logs",
 		Summary: "A process's buffered output, or a live stream of it",
-		Description: "Entries carry base64 data, a per-process sequence and a timestamp. With follow=true: Server-Sent Events `event: log`, `id: <sequence>`, `data: <entry>`, " +
+		Description: "Entries carry base64 data (utf8 text with encoding=utf8), a per-process sequence and a timestamp. With follow=true: Server-Sent Events `event: log`, `id: <sequence>`, `data: <entry>`, " +
 			"replaying the buffered entries after since (or Last-Event-ID) then following live output; `event: gap` (data {lastSequence, oldestAvailable}) when entries were evicted before the reader got them; " +
 			"`event: exit` (data: the process) once it has exited and everything was sent, then the stream ends; `: heartbeat` after 15 s idle.",
 		Tags: procTags, Security: bearer,
@@ -252,7 +253,7 @@ func registerProcesses(api huma.API, cfg *Config) {
 			}},
 		},
 	}, act(domain.ActionProcessRead), func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
-		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Tail: in.Tail}
+		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Tail: in.Tail, Encoding: domain.LogEncoding(in.Encoding)}
 		since, err := logsSince(in)
 		if err != nil {
 			return nil, err
@@ -287,7 +288,7 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer f.Close()
 			_, w := unwrap(hctx)
-			streamProcessLogs(hctx.Context(), w, f, cfg)
+			streamProcessLogs(hctx.Context(), w, f, processes.NewEncoder(q.Encoding), cfg)
 		}}, nil
 	})
 
@@ -354,7 +355,7 @@ func hctxWriter(hctx huma.Context) http.ResponseWriter {
 // deleted, the client leaves, or a write stalls past the stream write
 // timeout. Like streamSSE, it clears the server's write deadline and sets
 // one per write round instead.
-func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, cfg *Config) {
+func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, entries *processes.Encoder, cfg *Config) {
 	rc, bw, ok := startSSE(w)
 	defer clearDeadline(rc)
 	if !ok {
@@ -370,6 +371,7 @@ func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.
 		_ = rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout))
 		switch {
 		case gap != nil:
+			entries.Gap()
 			bw.WriteString("event: gap\ndata: ")
 			_ = enc.Encode(gap) // ends with the newline of the data line
 			bw.WriteString("\n")
@@ -381,7 +383,7 @@ func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.
 			num = strconv.AppendUint(num[:0], c.Seq, 10)
 			bw.Write(num)
 			bw.WriteString("\ndata: ")
-			_ = enc.Encode(c.Entry())
+			_ = enc.Encode(entries.Entry(c))
 			bw.WriteString("\n")
 		}
 		if err == processes.ErrEnded {

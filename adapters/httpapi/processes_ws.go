@@ -214,11 +214,23 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 	}
 }
 
-// presentedAuthorization is the request's Authorization header or, for a
-// WebSocket only (browsers cannot set headers on one: the terminal, and
-// the upgrade of /acp/{agent}), its access_token query parameter as a
-// bearer token.
-func presentedAuthorization(r *http.Request) string {
+// presentedAuthorization is the bearer token a request presents, as an
+// Authorization value: the header named by Config.TokenHeader when it is
+// set and present (a router in front of the daemon, such as
+// agent-sandbox's, drops Authorization, which carries its own token, and
+// forwards this one; a bare token there is taken as "Bearer <token>");
+// else the Authorization header; else, for a WebSocket only (browsers
+// cannot set headers on one: the terminal, and the upgrade of
+// /acp/{agent}), its access_token query parameter.
+func (c *Config) presentedAuthorization(r *http.Request) string {
+	if c.TokenHeader != "" {
+		if h := r.Header.Get(c.TokenHeader); h != "" {
+			if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+				return h
+			}
+			return "Bearer " + h
+		}
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		return h
 	}

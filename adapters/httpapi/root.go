@@ -22,7 +22,7 @@ func registerRoot(mux *http.ServeMux, api huma.API, cfg *Config) {
 		_, _ = w.Write([]byte(`{"name":"Sandbox Agent","docs":"/docs"}`))
 	})
 	route(api, huma.Operation{
-		OperationID: "get_v1_health", Method: http.MethodGet, Path: "/v1/health",
+		OperationID: opHealth, Method: http.MethodGet, Path: "/v1/health",
 		Summary: "Health check", Tags: []string{"meta"}, Security: bearer,
 	}, act(domain.ActionHealthRead), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		out := &healthOutput{}

@@ -74,6 +74,14 @@ type Config struct {
 	// Processes, when set, serves /v1/processes/*; see processes.go.
 	Processes *processes.Service
 
+	// TokenHeader names a second header the bearer token is taken from
+	// (before Authorization), for a router in front of the daemon that
+	// drops Authorization, as agent-sandbox's sandbox-router does. Empty:
+	// Authorization only.
+	TokenHeader string
+	// HealthPublic serves GET /v1/health without the auth chain (no token,
+	// no policy), for liveness and readiness probes.
+	HealthPublic bool
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
 	MetricsPublic bool

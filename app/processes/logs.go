@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -17,20 +19,103 @@ type Chunk struct {
 	Data        []byte // aliases the log; never modify
 }
 
-// Entry is the chunk as the API sends it (base64 data).
+// Entry is the chunk as the API sends it by default (base64 data).
 func (c Chunk) Entry() domain.ProcessLogEntry {
 	return domain.ProcessLogEntry{
 		Sequence: c.Seq, Stream: c.Stream, TimestampMs: c.TimestampMs,
-		Data: base64.StdEncoding.EncodeToString(c.Data), Encoding: "base64",
+		Data: base64.StdEncoding.EncodeToString(c.Data), Encoding: string(domain.LogBase64),
 	}
+}
+
+// Encoder turns a reader's chunks, in order, into entries of one encoding.
+// Base64 (the default, what the SDK decodes) carries any bytes. UTF-8 is
+// for people reading logs with curl: invalid bytes become U+FFFD, and a
+// character that one read of the process's output split from the next is
+// carried over to that next chunk of the same stream instead of being
+// replaced, so only bytes that really are invalid change. It is owned by
+// one reader.
+type Encoder struct {
+	enc   domain.LogEncoding
+	carry map[domain.ProcessLogsStream][]byte
+}
+
+// NewEncoder returns an encoder for enc ("" is base64).
+func NewEncoder(enc domain.LogEncoding) *Encoder {
+	if enc == "" {
+		enc = domain.LogBase64
+	}
+	return &Encoder{enc: enc}
+}
+
+// Entry encodes the next chunk the reader got.
+func (e *Encoder) Entry(c Chunk) domain.ProcessLogEntry {
+	if e.enc != domain.LogUTF8 {
+		return c.Entry()
+	}
+	data := c.Data
+	if held := e.carry[c.Stream]; len(held) > 0 {
+		data = append(append([]byte(nil), held...), data...)
+		delete(e.carry, c.Stream)
+	}
+	if cut := incompleteTail(data); cut < len(data) {
+		if e.carry == nil {
+			e.carry = map[domain.ProcessLogsStream][]byte{}
+		}
+		e.carry[c.Stream] = append([]byte(nil), data[cut:]...)
+		data = data[:cut]
+	}
+	return domain.ProcessLogEntry{
+		Sequence: c.Seq, Stream: c.Stream, TimestampMs: c.TimestampMs,
+		Data: strings.ToValidUTF8(string(data), "\uFFFD"), Encoding: string(domain.LogUTF8),
+	}
+}
+
+// held reports whether a character split at the end of stream's last
+// chunk is waiting for the rest.
+func (e *Encoder) held(stream domain.ProcessLogsStream) bool { return len(e.carry[stream]) > 0 }
+
+// Gap forgets what was carried over: the bytes that would complete it
+// were evicted.
+func (e *Encoder) Gap() { clear(e.carry) }
+
+// incompleteTail is where a UTF-8 character that b ends in the middle of
+// starts (len(b) when b ends on a boundary or in bytes that are invalid
+// anyway, which are replaced rather than held).
+func incompleteTail(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) && validPrefix(b[i:]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(b)
+}
+
+// validPrefix reports whether p could be completed into a valid character:
+// some continuation bytes appended to it decode without error.
+func validPrefix(p []byte) bool {
+	var buf [utf8.UTFMax]byte
+	n := copy(buf[:], p)
+	for _, c := range []byte{0x80, 0x90, 0xA0, 0xBF} {
+		for i := n; i < utf8.UTFMax; i++ {
+			buf[i] = c
+		}
+		if r, size := utf8.DecodeRune(buf[:]); r != utf8.RuneError && size > len(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // LogQuery selects log entries. A zero Stream means the process's default:
 // pty for a terminal, else combined.
 type LogQuery struct {
-	Stream domain.ProcessLogsStream
-	Since  *uint64 // only entries with a greater sequence
-	Tail   int     // only the last Tail matching entries; 0 for all
+	Stream   domain.ProcessLogsStream
+	Since    *uint64            // only entries with a greater sequence
+	Tail     int                // only the last Tail matching entries; 0 for all
+	Encoding domain.LogEncoding // of the entries' data: base64 ("") or utf8
 }
 
 // DefaultStream is the stream a query of process id reads when it names
@@ -83,8 +168,18 @@ func (s *Service) Logs(id string, q LogQuery) (domain.ProcessLogsResponse, error
 	if q.Tail > 0 && len(chunks) > q.Tail {
 		chunks = chunks[len(chunks)-q.Tail:]
 	}
+	enc := NewEncoder(q.Encoding)
+	last := map[domain.ProcessLogsStream]int{} // each stream's last entry
 	for _, c := range chunks {
-		out.Entries = append(out.Entries, c.Entry())
+		last[c.Stream] = len(out.Entries)
+		out.Entries = append(out.Entries, enc.Entry(c))
+	}
+	// An answer stands alone: a character its last chunk of a stream
+	// began is not completed in it, so it shows as U+FFFD there.
+	for stream, i := range last {
+		if enc.held(stream) {
+			out.Entries[i].Data += "\uFFFD"
+		}
 	}
 	return out, nil
 }

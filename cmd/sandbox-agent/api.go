@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ func newAPICmd() *cobra.Command {
 // apiFlags are the flags every api command takes.
 type apiFlags struct {
 	endpoint, token string
+	format          string
 }
 
 const defaultEndpoint = "http://" + defaultHost + ":" + defaultPort
@@ -34,6 +36,41 @@ const defaultEndpoint = "http://" + defaultHost + ":" + defaultPort
 func (f *apiFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.endpoint, "endpoint", "e", "", "URL of the daemon (default: $SANDBOX_AGENT_ENDPOINT, else "+defaultEndpoint+")")
 	fs.StringVarP(&f.token, "token", "t", "", "bearer token to send (default: $SANDBOX_AGENT_TOKEN)")
+}
+
+// registerFormat adds --format, for the commands that print JSON.
+func (f *apiFlags) registerFormat(fs *pflag.FlagSet) {
+	f.format = "auto"
+	fs.Var(oneOf(&f.format, "auto", "pretty", "compact"), "format", "JSON output: pretty, compact (one line), or auto (pretty on a terminal, compact otherwise)")
+}
+
+// printJSON writes v as JSON in the style --format asks for.
+func (f *apiFlags) printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return f.printRaw(w, b)
+}
+
+// printRaw writes a JSON document the daemon or an agent sent, in the
+// style --format asks for. Only whitespace between tokens changes: strings
+// and numbers keep their bytes.
+func (f *apiFlags) printRaw(w io.Writer, doc []byte) error {
+	var out bytes.Buffer
+	var err error
+	if f.format == "pretty" || f.format == "auto" && isTerminal(w) {
+		err = json.Indent(&out, doc, "", "  ")
+	} else {
+		err = json.Compact(&out, doc)
+	}
+	if err != nil { // not JSON: shown as it came
+		out.Reset()
+		out.Write(bytes.TrimSpace(doc))
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
 }
 
 // client applies the environment defaults (read here, so --help never
@@ -62,10 +99,11 @@ func newAPIAgentsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(c.OutOrStdout(), map[string]any{"agents": agents})
+			return af.printJSON(c.OutOrStdout(), map[string]any{"agents": agents})
 		},
 	}
 	af.register(cmd.Flags())
+	af.registerFormat(cmd.Flags())
 	cmd.Flags().BoolVar(&config, "config", false, "include version, path and configOptions")
 	cmd.Flags().BoolVar(&noCache, "no-cache", false, "probe versions again")
 	return cmd
@@ -83,10 +121,11 @@ func newAPIAgentsGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(c.OutOrStdout(), out)
+			return af.printJSON(c.OutOrStdout(), out)
 		},
 	}
 	af.register(cmd.Flags())
+	af.registerFormat(cmd.Flags())
 	cmd.Flags().BoolVar(&config, "config", false, "include version, path and configOptions")
 	cmd.Flags().BoolVar(&noCache, "no-cache", false, "probe versions again")
 	return cmd
@@ -106,16 +145,11 @@ func newAPIAgentsInstallCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(c.OutOrStdout(), out)
+			return af.printJSON(c.OutOrStdout(), out)
 		},
 	}
 	af.register(cmd.Flags())
+	af.registerFormat(cmd.Flags())
 	inst.register(cmd.Flags())
 	return cmd
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

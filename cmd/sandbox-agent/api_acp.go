@@ -29,23 +29,23 @@ func newACPPostCmd() *cobra.Command {
 		Use:   "post <server_id> [MESSAGE]",
 		Short: "Send ACP messages to a server id",
 		Long: `Send one JSON-RPC message (MESSAGE), or one per line from stdin when
-MESSAGE is not given, to the ACP server <server_id>. Answers are printed one
-per line; a notification or an asynchronous request prints "202 Accepted"
-on stderr.`,
+MESSAGE is not given, to the ACP server <server_id>. Answers are printed as
+--format says (compact, one per line, unless stdout is a terminal); a
+notification or an asynchronous request prints "202 Accepted" on stderr.`,
 		Example: `  sandbox-agent api acp post demo --agent mock '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'`,
 		Args:    argsBetween(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx, client, id := c.Context(), af.client(c.Flags()), args[0]
 			stdout, stderr := c.OutOrStdout(), c.ErrOrStderr()
 			if len(args) > 1 {
-				return postOne(ctx, client, id, agent, []byte(args[1]), stdout, stderr)
+				return postOne(ctx, client, &af, id, agent, []byte(args[1]), stdout, stderr)
 			}
 			// One message per line from stdin; the agent query only on the first.
 			r := bufio.NewReaderSize(c.InOrStdin(), 64<<10)
 			for {
 				line, err := r.ReadBytes('\n')
 				if msg := bytes.TrimSpace(line); len(msg) > 0 {
-					if perr := postOne(ctx, client, id, agent, msg, stdout, stderr); perr != nil {
+					if perr := postOne(ctx, client, &af, id, agent, msg, stdout, stderr); perr != nil {
 						return perr
 					}
 					agent = ""
@@ -60,6 +60,7 @@ on stderr.`,
 		},
 	}
 	af.register(cmd.Flags())
+	af.registerFormat(cmd.Flags())
 	cmd.Flags().StringVar(&agent, "agent", "", "agent to start on the first POST to a new server id")
 	return cmd
 }
@@ -71,7 +72,9 @@ func newACPStreamCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stream <server_id>",
 		Short: "Print a server id's event stream until interrupted",
-		Args:  argsBetween(1, 1),
+		Long: `Print a server id's event stream until interrupted: each agent message as
+the agent wrote it, one per line.`,
+		Args: argsBetween(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx, stdout := c.Context(), c.OutOrStdout()
 			err := af.client(c.Flags()).StreamACP(ctx, args[0], lastID, func(ev httpclient.ACPEvent) error {
@@ -120,15 +123,15 @@ func newACPListCmd() *cobra.Command {
 			if err := af.client(c.Flags()).Do(c.Context(), "GET", "/v1/acp", nil, nil, &out); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(c.OutOrStdout(), "%s\n", bytes.TrimSpace(out))
-			return err
+			return af.printRaw(c.OutOrStdout(), out)
 		},
 	}
 	af.register(cmd.Flags())
+	af.registerFormat(cmd.Flags())
 	return cmd
 }
 
-func postOne(ctx context.Context, c *httpclient.Client, id, agent string, msg []byte, stdout, stderr io.Writer) error {
+func postOne(ctx context.Context, c *httpclient.Client, af *apiFlags, id, agent string, msg []byte, stdout, stderr io.Writer) error {
 	answer, err := c.PostACP(ctx, id, agent, msg)
 	if err != nil {
 		return err
@@ -137,6 +140,5 @@ func postOne(ctx context.Context, c *httpclient.Client, id, agent string, msg []
 		fmt.Fprintln(stderr, "202 Accepted")
 		return nil
 	}
-	_, err = fmt.Fprintf(stdout, "%s\n", bytes.TrimSpace(answer))
-	return err
+	return af.printRaw(stdout, answer)
 }

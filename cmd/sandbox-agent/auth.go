@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -12,13 +14,18 @@ import (
 )
 
 // authFlags are the server's token and browser-safety flags beyond
-// --token: --token-file and --allowed-host.
+// --token: --token-file, --token-header, --health-public and
+// --allowed-host.
 type authFlags struct {
 	tokenFile    string
 	allowedHosts stringList
+	tokenHeader  string
+	healthPublic bool
 }
 
 func (a *authFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&a.tokenHeader, "token-header", "", "also take the bearer token from this request `HEADER` (checked before Authorization; a bare token or \"Bearer <token>\"), for a router that drops Authorization, e.g. X-Sandbox-Agent-Token behind agent-sandbox's sandbox-router")
+	fs.BoolVar(&a.healthPublic, "health-public", false, "serve GET /v1/health without the token (and without policies), for probes")
 	fs.StringVar(&a.tokenFile, "token-file", "", "read the bearer tokens from `FILE`, one per line ('#' comments); reloaded on SIGHUP. Preferred over --token, which other local users can see in ps")
 	fs.Var(&a.allowedHosts, "allowed-host", "also accept this `NAME` in the Host header on a loopback listener (repeatable; localhost, 127.0.0.1 and [::1] always are)")
 }
@@ -100,4 +107,35 @@ func warnIfExposed(log *slog.Logger, addr net.Addr, tokens *authz.Tokens, polici
 		msg += " (unless an auth policy refuses every request it does not authenticate)"
 	}
 	log.Warn("!!! "+msg+" !!!", "addr", addr.String())
+}
+
+// checkTokenHeader refuses a --token-header that cannot name a header the
+// token could safely come in: not a valid field name, one a proxy or
+// net/http rewrites, or Authorization itself (always read).
+func checkTokenHeader(name string) error {
+	if name == "" {
+		return nil
+	}
+	canon := http.CanonicalHeaderKey(name)
+	switch {
+	case !validHeaderName(name):
+		return usagef("--token-header %q is not a valid header name", name)
+	case canon == "Authorization":
+		return usagef("--token-header: Authorization is always read; name another header")
+	case canon == "Host" || canon == "Cookie" || canon == "Connection" || canon == "Upgrade" || canon == "Content-Length" ||
+		canon == "Transfer-Encoding" || canon == "Te" || canon == "Trailer" || canon == "Proxy-Authorization" || canon == "Keep-Alive":
+		return usagef("--token-header %q is a header proxies and HTTP itself use; name another header", name)
+	}
+	return nil
+}
+
+// validHeaderName reports whether name is an RFC 9110 field name (a token).
+func validHeaderName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return name != ""
 }

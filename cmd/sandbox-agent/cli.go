@@ -47,8 +47,14 @@ exposes them over HTTP. Start the daemon with "sandbox-agent server".`,
 //   - a wrong argument count is a usage error (exit 2);
 //   - a group (a command with subcommands and no action of its own) given
 //     no subcommand or an unknown one is a usage error, not help with exit 0.
+//   - a numeric flag below its minimum is a usage error (exit 2);
+//   - a mistyped command or flag gets a "did you mean".
 func finish(c *cobra.Command) {
-	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	c.SetFlagErrorFunc(flagError)
+	c.SuggestionsMinimumDistance = 2 // cobra's SuggestionsFor suggests nothing at 0
+	if c.Runnable() && c.PreRunE == nil && c.PreRun == nil {
+		c.PreRunE = func(cmd *cobra.Command, _ []string) error { return checkNumericFlags(cmd.Flags()) }
+	}
 	if args := c.Args; args != nil {
 		c.Args = func(cmd *cobra.Command, a []string) error {
 			if err := args(cmd, a); err != nil {
@@ -188,3 +194,25 @@ var _ pflag.Value = (*stringList)(nil)
 // arguments (its value says why); the command-tree test then does not
 // expect extra arguments to be a usage error.
 const anyArgs = "sandbox-agent/any-args"
+
+// choice is a string flag that takes one of a fixed set of values, so a
+// wrong one is refused while parsing (exit 2) with the set named.
+type choice struct {
+	v       *string
+	allowed []string
+}
+
+// oneOf makes a choice flag value over *v, which holds the default.
+func oneOf(v *string, allowed ...string) *choice { return &choice{v, allowed} }
+
+func (c *choice) String() string { return *c.v }
+func (c *choice) Type() string   { return "string" }
+func (c *choice) Set(s string) error {
+	for _, a := range c.allowed {
+		if s == a {
+			*c.v = s
+			return nil
+		}
+	}
+	return fmt.Errorf("must be %s, got %q", strings.Join(c.allowed, ", "), s)
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,8 +77,15 @@ func runBinary(t *testing.T, bin string, args ...string) result {
 }
 
 func runInProcess(args ...string) result {
+	return runInProcessCtx(context.Background(), args...)
+}
+
+// runInProcessCtx runs a command line with ctx; a cancelled one makes a
+// command that wrongly accepted its arguments end at once (the server stops
+// as soon as it has started) instead of hanging the test.
+func runInProcessCtx(ctx context.Context, args ...string) result {
 	var out, errb bytes.Buffer
-	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	err := run(ctx, args, strings.NewReader(""), &out, &errb)
 	return result{exitCode(err, &errb), out.String(), errb.String()}
 }
 
@@ -118,11 +126,66 @@ func TestCLIEveryCommand(t *testing.T) {
 			switch {
 			case c.HasAvailableSubCommands():
 				checkUsage("unknown subcommand", runBinary(t, bin, split(path, "no-such-command")...), `unknown command "no-such-command"`)
+				// A typo of a subcommand (two letters swapped) is named.
+				sub := firstSubcommand(c)
+				typo := sub[:1] + sub[2:3] + sub[1:2] + sub[3:]
+				checkUsage("mistyped subcommand "+typo, runInProcess(split(path, typo)...), `(did you mean "`+sub+`"?)`)
 			case c.Annotations[anyArgs] == "":
 				checkUsage("too many arguments", runBinary(t, bin, split(path, "x1", "x2", "x3", "x4", "x5", "x6")...), "x")
 			}
+			// A flag with one letter missing is named too.
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				if len(f.Name) < 5 || f.Hidden || f.Name == "help" {
+					return
+				}
+				typo := f.Name[:2] + f.Name[3:]
+				r := runInProcess(split(path, "--"+typo)...)
+				if r.code != 2 || !strings.Contains(r.stderr, "(did you mean --") {
+					t.Errorf("--%s: exit %d, stderr:\n%s", typo, r.code, r.stderr)
+				}
+			})
+			// Every numeric flag: a value that does not parse, and one below
+			// its minimum, are usage errors, never a daemon started with it.
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				var below string
+				switch f.Value.Type() {
+				case "int", "int64", "int32":
+					below = "-2"
+					if m := f.Annotations[flagMin]; len(m) > 0 {
+						n, _ := strconv.Atoi(m[0])
+						below = strconv.Itoa(n - 1)
+					}
+				case "duration":
+					below = "-1s"
+					if m := f.Annotations[flagMin]; len(m) > 0 && m[0] != "0" {
+						below = "0s"
+					}
+				default:
+					return
+				}
+				for _, v := range []string{"not-a-number", below} {
+					args := split(path, "--"+f.Name+"="+v)
+					if path == "server" {
+						args = append(args, "--port", "0")
+					}
+					checkUsage("--"+f.Name+"="+v, runInProcessCtx(done, args...), "--"+f.Name)
+				}
+			})
 		})
 	}
+}
+
+// firstSubcommand is the name of c's first visible subcommand of four
+// letters or more (long enough to be mistyped and still recognised).
+func firstSubcommand(c *cobra.Command) string {
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() && len(s.Name()) >= 4 {
+			return s.Name()
+		}
+	}
+	return "help"
 }
 
 // Flags reach each command wherever they stand among the arguments, and a
@@ -146,6 +209,14 @@ func TestCLIFlagsPerCommand(t *testing.T) {
 		{[]string{}, 2, "missing command"},
 		{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},
 		{[]string{"help", "no-such-command"}, 2, "unknown help topic"},
+		{[]string{"server", "--token-header", "Authorization"}, 2, "Authorization is always read"},
+		{[]string{"server", "--token-header", "X Bad"}, 2, `--token-header "X Bad" is not a valid header name`},
+		{[]string{"server", "--token-header", "host"}, 2, "a header proxies and HTTP itself use"},
+		{[]string{"sevrer"}, 2, `unknown command "sevrer" (did you mean "server"?)`},
+		{[]string{"server", "-p", "notaport"}, 2, `--port must be a number from 0 to 65535, got "notaport"`},
+		{[]string{"server", "--port", "65536"}, 2, "--port must be a number"},
+		{[]string{"server", "--prot", "1"}, 2, "unknown flag: --prot (did you mean --port?)"},
+		{[]string{"api", "agents", "list", "--format", "yaml", "-e", "http://127.0.0.1:1"}, 2, `invalid argument "yaml" for "--format" flag: must be auto, pretty, compact`},
 	} {
 		r := runInProcess(c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
@@ -199,6 +270,42 @@ func TestVersion(t *testing.T) {
 		r := runInProcess(args...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "sandbox-agent "+version+"\ncommit: ") || !strings.Contains(r.stdout, "\ngo: go") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// The README names every command a user can run, so a newcomer reading it
+// learns of each (it once omitted acp and version): every runnable command
+// appears in backquotes in README.md or a page of docs/, its last word
+// possibly among alternatives ("api acp post|stream|close|list").
+func TestREADMEListsEveryCommand(t *testing.T) {
+	var text []byte
+	docs, _ := filepath.Glob("../../docs/*.md")
+	for _, f := range append([]string{"../../README.md"}, docs...) {
+		b, err := os.ReadFile(f)
+		if err != nil && f == "../../README.md" {
+			t.Fatal(err)
+		}
+		text = append(text, b...)
+	}
+	named := map[string]bool{}
+	spans := strings.Split(strings.ReplaceAll(string(text), "\n", " "), "`")
+	for i := 1; i < len(spans); i += 2 {
+		words := strings.Fields(spans[i])
+		if len(words) == 0 {
+			continue
+		}
+		head := strings.Join(words[:len(words)-1], " ")
+		for _, alt := range strings.Split(words[len(words)-1], "|") {
+			named[strings.TrimSpace(head+" "+alt)] = true
+		}
+	}
+	for path, c := range commandPaths(t) {
+		if path == "" || !c.Runnable() || c.HasAvailableSubCommands() {
+			continue
+		}
+		if !named[path] && !named["sandbox-agent "+path] {
+			t.Errorf("README.md does not name the command %q", path)
 		}
 	}
 }

@@ -20,6 +20,7 @@ type fsLimits struct {
 func (l *fsLimits) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&l.maxExtract, "max-extract", files.DefaultMaxExtract, "largest total size in bytes, holes included, one upload-batch or agent archive may expand to (413 past it)")
 	fs.Int64Var(&l.minFree, "min-free", files.AutoMinFree, "bytes a PUT, extraction or install must leave free on its filesystem (507 otherwise); -1: 1 GiB or 5% of the filesystem, whichever is smaller; 0: no check")
+	setMin(fs, "min-free", "-1")
 }
 
 // limits are the disk limits of the host filesystem, for Files and for

@@ -57,6 +57,12 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return usagef("%v", err)
 	}
 	slog.SetDefault(log)
+	if err := checkPort(f.port); err != nil {
+		return err
+	}
+	if err := checkTokenHeader(f.auth.tokenHeader); err != nil {
+		return err
+	}
 	closeInheritedOnExec()
 	procs := sizeScheduler()
 
@@ -104,7 +110,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return listenError(err)
 	}
 	// On a loopback listener, Host must name the loopback (or an
 	// --allowed-host): a DNS-rebinding page's requests carry its own name.
@@ -130,6 +136,8 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		Processes:    procSvc,
 
 		MetricsPublic:      f.metricsPublic,
+		HealthPublic:       f.auth.healthPublic,
+		TokenHeader:        f.auth.tokenHeader,
 		StreamWriteTimeout: f.streamWrite,
 	}
 	f.limits.applyHTTP(&httpCfg)

@@ -53,7 +53,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.StringVarP(&f.host, "host", "H", defaultHost, "address to listen on")
 	fs.StringVarP(&f.port, "port", "p", defaultPort, "port to listen on")
-	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1 requests and /metrics (default: $SANDBOX_AGENT_TOKEN, else no token; other local users see flags in ps: prefer the variable or --token-file)")
+	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1, /acp and /metrics requests (default: $SANDBOX_AGENT_TOKEN, else no token; other local users see flags in ps: prefer the variable or --token-file)")
 	fs.BoolVarP(&f.noToken, "no-token", "n", false, "run without a token (the default; accepted for compatibility)")
 	fs.VarP(&f.corsOrigins, "cors-allow-origin", "O", "allow this CORS origin (repeatable; '*' for any)")
 	fs.VarP(&f.corsMethods, "cors-allow-method", "M", "allow this CORS method (repeatable; default any)")
@@ -74,6 +74,11 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
 	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
 	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")
+	for _, name := range []string{"max-acp-body", "replay-bytes", "max-frame"} {
+		setMin(fs, name, "1")
+	}
+	setMin(fs, "stdin-write-timeout", "1ns")
+	setMin(fs, "stream-write-timeout", "1ns")
 	f.fsLimits.register(fs)
 	f.policy.register(fs)
 	f.limits.register(fs)

@@ -26,7 +26,8 @@ const page = context.pages()[0] || await context.newPage();
 page.setDefaultTimeout(T);
 const pageErrors = [];
 page.on("pageerror", (e) => pageErrors.push(e));
-page.on("console", (m) => { if (m.type() === "error") console.log(`console: ${m.text()}`); });
+const consoleErrors = [];
+page.on("console", (m) => { if (m.type() === "error") { consoleErrors.push(m.text()); console.log(`console: ${m.text()}`); } });
 
 const shot = (name) => page.screenshot({ path: join(artifacts, `ui-${name}.png`) });
 const step = (s) => console.log(`-- ${s}`);
@@ -276,6 +277,14 @@ async function config() {
   await openUI("/ui/config");
   await page.waitForFunction(() => document.querySelector("#cfg-dir").value.startsWith("/"));
   const dir = await page.inputValue("#cfg-dir");
+  step("a directory without a config file has no entries, and the console stays clean");
+  await page.locator(".known", { hasText: "no entries yet" }).waitFor();
+  await page.selectOption("#cfg-kind", "skills");
+  await page.locator(".known", { hasText: "no entries yet" }).waitFor();
+  await page.selectOption("#cfg-kind", "mcp");
+  await page.locator(".known", { hasText: "no entries yet" }).waitFor();
+  assert.deepEqual(consoleErrors, [], "no console error for a config file that does not exist yet");
+  assert.match(await page.locator("#view-config .toolbar").innerText(), /stores .* does not pass them to agents/);
   await page.fill("#cfg-name", "everything");
   await page.click("#cfg-save");
   await page.locator(".cfg-status", { hasText: 'saved MCP server entry "everything"' }).waitFor();

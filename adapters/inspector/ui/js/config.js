@@ -37,7 +37,7 @@ export function mount(root) {
   ui.kind.addEventListener("change", () => { refreshKnown(); fillTemplate(); });
   ui.dir.addEventListener("change", refreshKnown);
   replace(root,
-    h("div.toolbar", h("h2", "Config"), h("span.muted", "MCP servers and skills the daemon's agents get for a directory.")),
+    h("div.toolbar", h("h2", "Config"), h("span.muted", "MCP server and skills entries the daemon stores for a directory, in .sandbox-agent/config/. It does not pass them to agents: your client reads them.")),
     h("div.config-layout",
       h("div.cfg-side", form, h("h3", "Entries in this directory"), ui.known),
       h("div.cfg-main",
@@ -118,17 +118,27 @@ async function del() {
 
 // refreshKnown lists the entry names by reading the config file through the
 // file routes; it needs an absolute directory (config resolves relative
-// directories against the daemon's cwd, files against its home).
+// directories against the daemon's cwd, files against its home). A
+// directory with no config file yet has no entries: each step down to the
+// file is a listing of a directory known to exist, so a missing file is
+// never a failed request (nor an error in the browser's console).
 async function refreshKnown() {
-  const dir = ui.dir.value.trim();
+  const dir = ui.dir.value.trim().replace(/\/+$/, "") || "/";
   const k = kinds[ui.kind.value];
   if (!dir.startsWith("/")) { replace(ui.known, h("span.muted.small", "Enter an absolute directory to list its entries.")); return; }
+  const none = () => replace(ui.known, h("span.muted.small", "no entries yet"));
   try {
-    const res = await request("GET", "/v1/fs/file", { query: { path: `${dir.replace(/\/+$/, "")}/.sandbox-agent/config/${k.file}` } });
+    let at = dir === "/" ? "" : dir;
+    for (const name of [".sandbox-agent", "config", k.file]) {
+      const entries = await getJSON("/v1/fs/entries", { path: at || "/" });
+      if (!entries.some((e) => e.name === name)) { none(); return; }
+      at = `${at}/${name}`;
+    }
+    const res = await request("GET", "/v1/fs/file", { query: { path: at } });
     const names = Object.keys(await res.json()).sort();
     replace(ui.known, names.length ? h("ul.known-list", names.map((n) =>
-      h("li", h("button.link", { type: "button", onclick: () => { ui.name.value = n; load(); } }, n)))) : h("span.muted.small", "none"));
+      h("li", h("button.link", { type: "button", onclick: () => { ui.name.value = n; load(); } }, n)))) : none());
   } catch (e) {
-    replace(ui.known, h("span.muted.small", e.status === 400 ? "none" : "unknown (cannot read the config file)"));
+    replace(ui.known, h("span.muted.small", e.status === 404 ? "no such directory" : `cannot list entries: ${e.message}`));
   }
 }

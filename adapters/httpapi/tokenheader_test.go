@@ -1,0 +1,87 @@
+package httpapi
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// Behind a router that drops Authorization (agent-sandbox's
+// sandbox-router), the token comes in Config.TokenHeader: bare or as
+// "Bearer <token>", before Authorization (which then carries the router's
+// own token, if anything), on every route and on WebSocket upgrades.
+func TestTokenHeader(t *testing.T) {
+	srv := plainServer(t, Config{Token: "s3cret", TokenHeader: "X-Sandbox-Agent-Token"})
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		status  int
+	}{
+		{"bare token in the header", map[string]string{"X-Sandbox-Agent-Token": "s3cret"}, 200},
+		{"bearer form in the header", map[string]string{"X-Sandbox-Agent-Token": "Bearer s3cret"}, 200},
+		{"header name in another case", map[string]string{"x-sandbox-agent-token": "s3cret"}, 200},
+		{"the header wins over a router's Authorization", map[string]string{"X-Sandbox-Agent-Token": "s3cret", "Authorization": "Bearer router-token"}, 200},
+		{"a wrong token in the header is not rescued by Authorization", map[string]string{"X-Sandbox-Agent-Token": "nope", "Authorization": "Bearer s3cret"}, 401},
+		{"Authorization alone still works", map[string]string{"Authorization": "Bearer s3cret"}, 200},
+		{"wrong token", map[string]string{"X-Sandbox-Agent-Token": "s3cre"}, 401},
+		{"none", nil, 401},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/health", "/v1/acp", "/v1/nope", "/metrics"} {
+				resp, body := doHTTP(t, "GET", srv.URL+path, "", c.headers)
+				want := c.status
+				if want == 200 && path == "/v1/nope" {
+					want = 404
+				}
+				if resp.StatusCode != want {
+					t.Errorf("%s: status %d, want %d: %s", path, resp.StatusCode, want, body)
+				}
+			}
+		})
+	}
+
+	// A policy sees the token where it looks for one: the authorization
+	// header.
+	fa := &fakeAuthorizer{decide: allowAll}
+	psrv := httptest.NewServer(New(Config{
+		Instances: acp.NewInstances(acp.DefaultOptions(), nil, nil),
+		Token:     "tok", TokenHeader: "X-Sandbox-Agent-Token", Authorizer: fa,
+	}))
+	t.Cleanup(psrv.Close)
+	if resp, body := doHTTP(t, "GET", psrv.URL+"/v1/health", "", map[string]string{"X-Sandbox-Agent-Token": "tok"}); resp.StatusCode != 200 {
+		t.Fatalf("with a policy: %d %s", resp.StatusCode, body)
+	}
+	if got := fa.requests(); len(got) != 1 || got[0].Headers["authorization"][0] != "Bearer tok" {
+		t.Errorf("the policy saw %+v", got)
+	}
+}
+
+// --health-public: /v1/health answers without the token and without the
+// policies (probes have neither); every other route still needs both.
+func TestHealthPublic(t *testing.T) {
+	fa := &fakeAuthorizer{decide: func(domain.AuthRequest) (domain.Decision, error) {
+		return domain.Decision{Verdict: domain.Deny, Status: 403, Message: "no"}, nil
+	}}
+	srv := httptest.NewServer(New(Config{
+		Instances: acp.NewInstances(acp.DefaultOptions(), nil, nil),
+		Token:     "tok", HealthPublic: true, Authorizer: fa,
+	}))
+	t.Cleanup(srv.Close)
+	if resp, body := doHTTP(t, "GET", srv.URL+"/v1/health", "", nil); resp.StatusCode != 200 {
+		t.Errorf("health: %d %s", resp.StatusCode, body)
+	}
+	if len(fa.requests()) != 0 {
+		t.Errorf("a policy judged the public health route")
+	}
+	for _, path := range []string{"/v1/acp", "/v1/agents", "/metrics"} {
+		if resp, _ := doHTTP(t, "GET", srv.URL+path, "", nil); resp.StatusCode != 401 && resp.StatusCode != 403 {
+			t.Errorf("%s without a token: %d", path, resp.StatusCode)
+		}
+	}
+	closed := plainServer(t, Config{Token: "tok"})
+	if resp, _ := doHTTP(t, "GET", closed.URL+"/v1/health", "", nil); resp.StatusCode != 401 {
+		t.Errorf("health without --health-public: %d", resp.StatusCode)
+	}
+}
