@@ -40,7 +40,7 @@ func TestCanonicalRange(t *testing.T) {
 		{"bytes=-99999999999999999999", 10, "bytes=-9223372036854775807", true},
 		{"Bytes=0-1", 10, "bytes=0-1", true}, // units are case-insensitive
 		{"BYTES=0-1", 10, "bytes=0-1", true},
-		{"bytes=0-1,,2-3", 10, "bytes=0-1,2-3", true}, // empty list elements
+		{"bytes=0-1,,2-3", 10, "bytes=0-1,2-3", true},   // empty list elements
 		{"bytes=0-1 ,\t2-3", 10, "bytes=0-1,2-3", true}, // OWS around commas
 		{"bytes= 0-1", 10, "bytes=0-1", true},
 		// Invalid: ignored, the whole file is served.
