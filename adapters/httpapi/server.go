@@ -74,6 +74,9 @@ type Config struct {
 	// Processes, when set, serves /v1/processes/*; see processes.go.
 	Processes *processes.Service
 
+	// Reloads, when set, are the SIGHUP reload counters /metrics shows.
+	Reloads *Reloads
+
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
 	MetricsPublic bool
