@@ -175,8 +175,14 @@ func (s *Secrets) Secret(name string, follow bool) string {
 	return ""
 }
 
-// SecretInfo implements ports.Secrets.
+// SecretInfo implements ports.Secrets. Only regular files are ever
+// protected by identity (they were read with ReadRegular), so anything
+// else is answered without looking: extraction asks about every directory
+// on the way.
 func (s *Secrets) SecretInfo(fi fs.FileInfo) string {
+	if fi == nil || !fi.Mode().IsRegular() {
+		return ""
+	}
 	return s.resolver().identity(fi)
 }
 
