@@ -174,7 +174,7 @@ func TestSecretsUnchangeable(t *testing.T) {
 	writeFile(t, filepath.Join(home, "notes"), "n")
 	const admin = "admin-tok"
 	json := []string{"Content-Type", "application/json"}
-	for _, p := range []string{"tokens", "hard", "/proc/self/environ", fmt.Sprintf("/proc/%d/new", pid), "/dev/fd/1"} {
+	for _, p := range []string{"tokens", "hard", "/proc/self/environ", fmt.Sprintf("/proc/%d/new", pid), "/dev/fd/1", "/dev/stdin", "/dev/stderr"} {
 		denied(t, d, admin, "PUT", "/v1/fs/file?path="+q(p), []byte("mallory-tok\n"))
 	}
 	denied(t, d, admin, "DELETE", "/v1/fs/entry?path=tokens", nil)

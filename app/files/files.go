@@ -159,6 +159,11 @@ func (f *Files) Write(ctx context.Context, p string, body io.Reader, size int64)
 	if err != nil {
 		return domain.FSWrite{}, err
 	}
+	// Judged as named (the kernel's resolution, /proc/self and /dev/fd
+	// included) and where followLinks lands, which reads links as text.
+	if err := guardPath(f.Secrets, target, target, true); err != nil {
+		return domain.FSWrite{}, err
+	}
 	real, err := f.followLinks(target)
 	if err != nil {
 		return domain.FSWrite{}, err
