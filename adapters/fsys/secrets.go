@@ -167,8 +167,9 @@ func (s *Secrets) Secret(name string, follow bool) string {
 		return why
 	}
 	// Removing or moving a directory takes what it holds along.
+	prefix := strings.TrimSuffix(at.name, "/") + "/"
 	for _, p := range r.paths {
-		if real, err := filepath.EvalSymlinks(p.path); err == nil && strings.HasPrefix(real, at.name+"/") {
+		if real, err := filepath.EvalSymlinks(p.path); err == nil && strings.HasPrefix(real, prefix) {
 			return p.what
 		}
 	}
@@ -262,7 +263,7 @@ func (r *resolver) walk(name string, follow bool) (string, elem) {
 		}
 		name = wd + "/" + name
 	}
-	root := elem{name: "/"}
+	root := elem{name: "/", dir: true}
 	if fi, err := os.Stat("/"); err == nil {
 		id, _ := idOf(fi)
 		root.dev = id.dev

@@ -97,6 +97,9 @@ func TestSecretsFiles(t *testing.T) {
 	if s.Secret(filepath.Join(dir, "tokens.old"), true) != "" {
 		t.Error("a revoked token file is still protected")
 	}
+	if s.Secret("/", false) == "" {
+		t.Error("removing / would not take the token file along")
+	}
 	if why := s.Secret(tokens, true); why != "its tokens" {
 		t.Errorf("why = %q", why)
 	}
