@@ -330,6 +330,44 @@ func TestFaultConfigFIFO(t *testing.T) {
 	}
 }
 
+// TestFaultConfigDirectoryFIFO: a FIFO (or a file) where the config
+// directory should be is the client's mistake: 400 invalid_request naming
+// it, at once, for every config route; it was a 502.
+func TestFaultConfigDirectoryFIFO(t *testing.T) {
+	d := harness.Start(t, harness.Options{})
+	fifo := filepath.Join(d.Home, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(d.Home, "file"), "x")
+	json := []string{"Content-Type", "application/json"}
+	for _, dir := range []string{fifo, filepath.Join(d.Home, "file"), fifo + "/sub"} {
+		for _, c := range []struct {
+			method, route, body string
+		}{
+			{"GET", "/v1/config/mcp?mcpName=m&directory=", ""},
+			{"PUT", "/v1/config/mcp?mcpName=m&directory=", `{"type":"local","command":"c"}`},
+			{"DELETE", "/v1/config/mcp?mcpName=m&directory=", ""},
+			{"GET", "/v1/config/skills?skillName=s&directory=", ""},
+			{"PUT", "/v1/config/skills?skillName=s&directory=", `{"sources":[{"type":"github","source":"a/b"}]}`},
+		} {
+			var body []byte
+			if c.body != "" {
+				body = []byte(c.body)
+			}
+			st, h, b := d.Do(c.method, c.route+q(dir), body, json...)
+			p := problemOf(t, st, h, b)
+			named := strings.TrimSuffix(dir, "/sub")
+			if st != 400 || p["type"] != "urn:sandbox-agent:error:invalid_request" || !strings.Contains(string(b), named+" is not a directory") {
+				t.Errorf("%s %s%s: %d %s", c.method, c.route, dir, st, b)
+			}
+		}
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		t.Errorf("FIFO replaced: %v %v", fi, err)
+	}
+}
+
 // TestFaultMinFree: with --min-free larger than any disk, the filesystem
 // is "full": every write stops with 507 and leaves nothing.
 func TestFaultMinFree(t *testing.T) {
@@ -437,6 +475,24 @@ func TestFaultFSSmall(t *testing.T) {
 		st, h, body = d.Do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", "bytes=-0,0-1")
 		if st != 206 || string(body) != "01" || h.Get("Content-Range") != "bytes 0-1/10" {
 			t.Errorf("bytes=-0,0-1: %d %q %s", st, h.Get("Content-Range"), body)
+		}
+	})
+
+	t.Run("invalid ranges are ignored", func(t *testing.T) {
+		// RFC 9110 section 14.2: an invalid ranges-specifier, or a unit
+		// the server does not know, is ignored: the whole file, 200.
+		for _, rng := range []string{"bytes=2-1", "bytes=5-2,0-1", "bytes=x-", "bytes=-", "bytes=", "bytes=+1-2", "bytes=0 - 1", "bytes=1", "items=0-1", "bytes 0-1"} {
+			st, h, body := d.Do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", rng)
+			if st != 200 || string(body) != "0123456789" || h.Get("Content-Range") != "" {
+				t.Errorf("%q: %d %q %s", rng, st, h.Get("Content-Range"), body)
+			}
+		}
+		// Valid shapes ServeContent alone would refuse or misread.
+		for rng, want := range map[string]string{"Bytes=2-4": "234", "bytes=8-99": "89", "bytes=0-1,,": "01", "bytes=007-007": "7"} {
+			st, _, body := d.Do("GET", "/v1/fs/file?path=ten.txt", nil, "Range", rng)
+			if st != 206 || string(body) != want {
+				t.Errorf("%q: %d %s, want 206 %s", rng, st, body, want)
+			}
 		}
 	})
 

@@ -15,5 +15,6 @@
 // names the optional abilities a backend adds, used by app/files (Confiner:
 // a confined view for archive extraction; HardLinker: hard links in it;
 // RegularOpener: opens that cannot block on a FIFO) and the free space of a filesystem (DiskSpace), all
-// implemented by adapters/fsys.
+// implemented by adapters/fsys; secrets.go the daemon's own secrets
+// (Secrets), which app/files and app/processes refuse to touch.
 package ports

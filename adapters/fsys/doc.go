@@ -7,5 +7,11 @@
 //     so no path, symbolic link or ".." can reach outside it (--fs-root);
 //   - NewMemory: an in-memory filesystem for tests and demos (--fs memory).
 //
+// It also holds what the daemon needs to keep its own files out of the
+// filesystem API: Secrets (ports.Secrets: its credential and policy files
+// by device and inode, its /proc by resolving each path) and ReadRegular,
+// the one way the daemon reads the files it trusts (regular files only,
+// capped, time-bounded).
+//
 // Every backend passes the contract suite in ports/porttest.
 package fsys

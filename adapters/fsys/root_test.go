@@ -184,7 +184,7 @@ func TestRootEscapes(t *testing.T) {
 
 func escaped(err error) bool { return errors.Is(err, domain.ErrOutsideRoot) }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

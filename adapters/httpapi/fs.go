@@ -92,7 +92,7 @@ func registerFS(api huma.API, cfg *Config) {
 	route(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
 		Summary:     "Read a file",
-		Description: "Streams the file as application/octet-stream. Supports `Range` (206; 416 when no range overlaps the file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
+		Description: "Streams the file as application/octet-stream. Supports `Range` (206; 416 when no range overlaps the file; an invalid `Range` is ignored: 200, the whole file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
 		Tags:        fsTags, Security: bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
@@ -109,17 +109,14 @@ func registerFS(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer file.Close()
 			r, w := unwrap(hctx)
-			if rng := r.Header.Get("Range"); rng != "" && r.Header.Get("If-Range") == "" {
-				// net/http answers "bytes=-0" with a 206 of nothing
-				// ("bytes 10-9/10"); RFC 9110 says 416 when no range
-				// overlaps, and lets the others be served alone.
-				kept, ok := satisfiable(rng, fi.Size())
-				if ok && kept == "" {
-					w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
-					(&rangeProblems{ResponseWriter: w, ctx: r.Context()}).WriteHeader(http.StatusRequestedRangeNotSatisfiable)
-					return
+			if rng := r.Header.Values("Range"); len(rng) > 0 {
+				// Judged by RFC 9110 before ServeContent sees it
+				// (ranges.go); two Range fields are not one valid value.
+				if h, ok := canonicalRange(rng[0], fi.Size()); ok && len(rng) == 1 {
+					r.Header.Set("Range", h)
+				} else {
+					r.Header.Del("Range")
 				}
-				r.Header.Set("Range", kept)
 			}
 			w.Header().Set("Content-Type", "application/octet-stream")
 			http.ServeContent(&rangeProblems{ResponseWriter: w, ctx: r.Context()}, r, "", fi.ModTime(), file)
@@ -285,54 +282,6 @@ func requiredInDocument(api huma.API, name string, paths ...string) {
 			}
 		}
 	}
-}
-
-// satisfiable parses a "bytes=" Range header against a file of size
-// bytes and returns the header with only the ranges that overlap the file
-// (RFC 9110 section 14.1.1: a suffix of length 0, or a first byte at or
-// past the end, does not), and whether it could tell. A malformed header
-// comes back unchanged with ok false, for http.ServeContent to judge; an
-// empty result means none overlaps (416).
-func satisfiable(header string, size int64) (kept string, ok bool) {
-	spec, found := strings.CutPrefix(header, "bytes=")
-	if !found {
-		return header, false
-	}
-	var keep []string
-	for _, r := range strings.Split(spec, ",") {
-		r = strings.TrimSpace(r)
-		first, last, found := strings.Cut(r, "-")
-		if !found {
-			return header, false
-		}
-		first, last = strings.TrimSpace(first), strings.TrimSpace(last)
-		if first == "" {
-			n, err := strconv.ParseInt(last, 10, 64)
-			if err != nil || n < 0 {
-				return header, false
-			}
-			if n > 0 && size > 0 {
-				keep = append(keep, r)
-			}
-			continue
-		}
-		start, err := strconv.ParseInt(first, 10, 64)
-		if err != nil || start < 0 {
-			return header, false
-		}
-		if last != "" {
-			if end, err := strconv.ParseInt(last, 10, 64); err != nil || end < start {
-				return header, false
-			}
-		}
-		if start < size {
-			keep = append(keep, r)
-		}
-	}
-	if len(keep) == 0 {
-		return "", true
-	}
-	return "bytes=" + strings.Join(keep, ","), true
 }
 
 // rangeProblems turns the 416 that http.ServeContent writes as text/plain

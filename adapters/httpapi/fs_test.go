@@ -338,34 +338,6 @@ func TestFSDocument(t *testing.T) {
 	}
 }
 
-func TestSatisfiable(t *testing.T) {
-	for _, tt := range []struct {
-		header string
-		size   int64
-		kept   string
-		ok     bool
-	}{
-		{"bytes=-0", 10, "", true},
-		{"bytes=10-", 10, "", true},
-		{"bytes=10-20", 10, "", true},
-		{"bytes=-0, 12-", 10, "", true},
-		{"bytes=-1", 0, "", true},
-		{"bytes=0-", 0, "", true},
-		{"bytes=-3", 10, "bytes=-3", true},
-		{"bytes=9-", 10, "bytes=9-", true},
-		{"bytes=-0,0-0", 10, "bytes=0-0", true},
-		{"bytes=0-1, 10-, -2", 10, "bytes=0-1,-2", true},
-		{"bytes=5-2", 10, "bytes=5-2", false}, // malformed: left to ServeContent
-		{"bytes=x-", 10, "bytes=x-", false},
-		{"items=0-1", 10, "items=0-1", false},
-		{"bytes=-", 10, "bytes=-", false},
-	} {
-		if kept, ok := satisfiable(tt.header, tt.size); kept != tt.kept || ok != tt.ok {
-			t.Errorf("satisfiable(%q, %d) = %q, %v; want %q, %v", tt.header, tt.size, kept, ok, tt.kept, tt.ok)
-		}
-	}
-}
-
 // TestRefusedBodyNotReadAsNextRequest: after a 413 that left most of a
 // body unread, the next request on the client's connection is answered as
 // itself (the connection is closed, not reused with the remainder in it).

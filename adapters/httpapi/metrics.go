@@ -221,6 +221,7 @@ func metricsHandler(cfg *Config, m *httpMetrics) http.Handler {
 		if cfg.Processes != nil {
 			writeProcessMetrics(expo{bw}, cfg.Processes.Metrics())
 		}
+		cfg.Reloads.write(expo{bw})
 		_ = bw.Flush()
 	})
 }

@@ -157,6 +157,32 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
+// TestMetricsReloads: the reload counters show from the start (zeros for
+// what can reload) and count each outcome.
+func TestMetricsReloads(t *testing.T) {
+	r := NewReloads("tokens", "policies")
+	srv := metricsServer(t, Config{Reloads: r})
+	got := scrape(t, srv)
+	for _, series := range []string{
+		`sandbox_agent_reloads_total{what="tokens",result="ok"}`, `sandbox_agent_reloads_total{what="tokens",result="failed"}`,
+		`sandbox_agent_reloads_total{what="policies",result="ok"}`, `sandbox_agent_reloads_total{what="policies",result="failed"}`,
+	} {
+		if v, ok := got[series]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v)", series, v, ok)
+		}
+	}
+	r.Count("tokens", nil)
+	r.Count("tokens", io.ErrUnexpectedEOF)
+	r.Count("tokens", io.ErrUnexpectedEOF)
+	got = scrape(t, srv)
+	if got[`sandbox_agent_reloads_total{what="tokens",result="ok"}`] != 1 || got[`sandbox_agent_reloads_total{what="tokens",result="failed"}`] != 2 {
+		t.Errorf("after three reloads: %v", got)
+	}
+	if _, ok := scrape(t, metricsServer(t, Config{}))[`# TYPE sandbox_agent_reloads_total counter`]; ok {
+		t.Error("a daemon without reloads shows the family")
+	}
+}
+
 func TestMetricsToken(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

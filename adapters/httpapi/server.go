@@ -82,6 +82,9 @@ type Config struct {
 	// HealthPublic serves GET /v1/health without the auth chain (no token,
 	// no policy), for liveness and readiness probes.
 	HealthPublic bool
+	// Reloads, when set, are the SIGHUP reload counters /metrics shows.
+	Reloads *Reloads
+
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
 	MetricsPublic bool

@@ -23,6 +23,10 @@ type Runner struct {
 	// BaseEnv is the environment every agent starts from (the daemon's own,
 	// minus anything secret); a spec's Env is added on top.
 	BaseEnv []string
+	// Secret, when set, is asked about each variable's value when an agent
+	// starts; a variable whose value holds a secret is not passed on
+	// (DropSecrets).
+	Secret func(value string) bool
 	// Supervisor, when set (Linux only), is an executable whose
 	// SuperviseCommand runs Supervise: the daemon's own binary. Each agent
 	// then runs under a supervisor that leaves no descendant of the agent
@@ -47,6 +51,25 @@ next:
 	return out
 }
 
+// DropSecrets returns env without the variables whose value secret says
+// holds a secret: the one filter both starters apply to the final
+// environment of what they start (the daemon's, the launch spec's and the
+// client's variables alike), at start time, so a token reloaded since the
+// daemon started is covered. A nil secret keeps env.
+func DropSecrets(env []string, secret func(string) bool) []string {
+	if secret == nil {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		if _, v, _ := strings.Cut(kv, "="); v != "" && secret(v) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
 // Start implements ports.AgentRunner.
 func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.AgentProcess, error) {
 	if err := ctx.Err(); err != nil {
@@ -65,7 +88,7 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 		cmd = exec.Command(r.Supervisor, append([]string{SuperviseCommand, path, spec.Command}, spec.Args...)...)
 	}
 	cmd.Dir = spec.Dir
-	cmd.Env = mergeEnv(r.BaseEnv, spec.Env)
+	cmd.Env = DropSecrets(mergeEnv(r.BaseEnv, spec.Env), r.Secret)
 	cmd.SysProcAttr = sysProcAttr(useSupervisor)
 
 	var pipes stdio

@@ -319,3 +319,61 @@ func TestMergeEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestDropSecrets: a variable goes when its value holds a secret
+// anywhere; its name does not matter.
+func TestDropSecrets(t *testing.T) {
+	secret := func(v string) bool { return strings.Contains(v, "admin-tok") }
+	env := []string{"A=1", "TOK=admin-tok", "AUTH=Bearer admin-tok", "URL=http://h/?t=admin-tok&x", "B=admin", "EMPTY=", "NOEQ"}
+	got := DropSecrets(env, secret)
+	want := []string{"A=1", "B=admin", "EMPTY=", "NOEQ"}
+	if !slices.Equal(got, want) {
+		t.Errorf("DropSecrets = %q, want %q", got, want)
+	}
+	if !slices.Equal(DropSecrets(env, nil), env) {
+		t.Error("a nil judge dropped something")
+	}
+	if env[1] != "TOK=admin-tok" {
+		t.Error("DropSecrets modified its input")
+	}
+}
+
+// TestAgentEnvironmentDropsSecrets: the filter applies to the final
+// environment of each start (base and spec alike), with the secrets as
+// they are at that start.
+func TestAgentEnvironmentDropsSecrets(t *testing.T) {
+	current := "first-tok"
+	r := testRunner()
+	r.BaseEnv = []string{"A=1", "BASE=Bearer first-tok", "LATER=second-tok"}
+	r.Secret = func(v string) bool { return strings.Contains(v, current) }
+	envOf := func() []string {
+		spec := agentSpec(t, "env")
+		spec.Env["SPEC"] = "x-first-tok-y"
+		p, err := r.Start(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env []string
+		if err := json.NewDecoder(p.Stdout()).Decode(&env); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	env := envOf()
+	if !slices.Contains(env, "A=1") || !slices.Contains(env, "LATER=second-tok") {
+		t.Errorf("lost what is not secret: %q", env)
+	}
+	for _, kv := range env {
+		if strings.Contains(kv, "first-tok") {
+			t.Errorf("the agent got %q", kv)
+		}
+	}
+	current = "second-tok" // a reload
+	env = envOf()
+	if slices.Contains(env, "LATER=second-tok") || !slices.Contains(env, "BASE=Bearer first-tok") {
+		t.Errorf("after the reload: %q", env)
+	}
+}

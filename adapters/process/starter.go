@@ -23,6 +23,9 @@ type Starter struct {
 	// BaseEnv is the environment every process starts from (the daemon's,
 	// minus its secrets); a spec's Env is added on top.
 	BaseEnv []string
+	// Secret, as Runner's: variables whose value holds a secret are
+	// dropped at each start (DropSecrets).
+	Secret func(value string) bool
 }
 
 var _ ports.ProcessStarter = (*Starter)(nil)
@@ -40,7 +43,7 @@ func (s *Starter) Start(ctx context.Context, spec domain.ProcessSpec) (ports.Pro
 			env = withEnv(env, "TERM", "xterm-256color")
 		}
 	}
-	cmd.Env = mergeEnv(s.BaseEnv, env)
+	cmd.Env = DropSecrets(mergeEnv(s.BaseEnv, env), s.Secret)
 	var p *userProc
 	var err error
 	if spec.TTY {

@@ -198,3 +198,23 @@ func TestStarterTerminalJobsKilled(t *testing.T) {
 		t.Errorf("background job %d outlived its terminal's kill", job)
 	}
 }
+
+// TestStarterDropsSecrets: a process's environment loses every variable
+// whose value holds a secret, the client's own included.
+func TestStarterDropsSecrets(t *testing.T) {
+	s := &Starter{BaseEnv: []string{"A=1", "AUTH=Bearer tok-9"}, Secret: func(v string) bool { return strings.Contains(v, "tok-9") }}
+	p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "env", Env: map[string]string{"MINE": "tok-9", "B": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pio := p.IO()
+	out, _ := io.ReadAll(pio.Stdout)
+	pio.Stdout.Close()
+	pio.Stderr.Close()
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "tok-9") || !strings.Contains(string(out), "A=1\n") || !strings.Contains(string(out), "B=2\n") {
+		t.Errorf("env:\n%s", out)
+	}
+}

@@ -184,6 +184,28 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// TestTokensInValue: what the process starters ask of each variable, with
+// the tokens current at that moment.
+func TestTokensInValue(t *testing.T) {
+	tk := NewTokens("tok-a", "tok-b")
+	for v, want := range map[string]bool{
+		"tok-a": true, "Bearer tok-b": true, "https://h/?token=tok-a&x=1": true, "xtok-ay": true,
+		"tok-": false, "TOK-A": false, "": false, "tok-c": false,
+	} {
+		if got := tk.InValue(v); got != want {
+			t.Errorf("InValue(%q) = %v", v, got)
+		}
+	}
+	tk.Set([]string{"tok-c"})
+	if tk.InValue("tok-a") || !tk.InValue("Bearer tok-c") {
+		t.Error("InValue does not follow Set")
+	}
+	var none *Tokens
+	if none.InValue("x") || NewTokens().InValue("") {
+		t.Error("no tokens hold a value")
+	}
+}
+
 func TestParseTokenFile(t *testing.T) {
 	got, err := ParseTokenFile([]byte("# admins\n  tok-1 \r\n\n\ttok-2\n"))
 	if err != nil || len(got) != 2 || got[0] != "tok-1" || got[1] != "tok-2" {

@@ -13,7 +13,15 @@ import (
 // be replaced while requests are checked (a token file reloaded on
 // SIGHUP); an empty set means no token is configured.
 type Tokens struct {
-	hashes atomic.Pointer[[][sha256.Size]byte]
+	cur atomic.Pointer[tokenSet]
+}
+
+// tokenSet is one generation of tokens: the hashes the check compares,
+// and the tokens themselves, which InValue looks for in the environment
+// of what the daemon starts.
+type tokenSet struct {
+	hashes [][sha256.Size]byte
+	plain  []string
 }
 
 // NewTokens returns a set holding the non-empty tokens given.
@@ -25,13 +33,14 @@ func NewTokens(tokens ...string) *Tokens {
 
 // Set replaces the accepted tokens.
 func (t *Tokens) Set(tokens []string) {
-	hs := make([][sha256.Size]byte, 0, len(tokens))
+	set := &tokenSet{}
 	for _, tok := range tokens {
 		if tok != "" {
-			hs = append(hs, sha256.Sum256([]byte("Bearer "+tok)))
+			set.hashes = append(set.hashes, sha256.Sum256([]byte("Bearer "+tok)))
+			set.plain = append(set.plain, tok)
 		}
 	}
-	t.hashes.Store(&hs)
+	t.cur.Store(set)
 }
 
 // Configured reports whether any token is set.
@@ -39,8 +48,30 @@ func (t *Tokens) Configured() bool {
 	if t == nil {
 		return false
 	}
-	hs := t.hashes.Load()
-	return hs != nil && len(*hs) > 0
+	set := t.cur.Load()
+	return set != nil && len(set.hashes) > 0
+}
+
+// InValue reports whether v holds one of the current tokens anywhere in
+// it ("Bearer <token>", a URL with the token in its query, the token
+// itself). The process starters drop every environment variable for
+// which it is true, at each start, so a token file reloaded since is
+// taken into account. Not constant-time: it guards what the daemon hands
+// out, not a request.
+func (t *Tokens) InValue(v string) bool {
+	if t == nil {
+		return false
+	}
+	set := t.cur.Load()
+	if set == nil {
+		return false
+	}
+	for _, tok := range set.plain {
+		if strings.Contains(v, tok) {
+			return true
+		}
+	}
+	return false
 }
 
 // Check reports whether an Authorization header value is "Bearer <token>"
@@ -51,14 +82,14 @@ func (t *Tokens) Check(authorization string) bool {
 	if t == nil {
 		return false
 	}
-	hs := t.hashes.Load()
-	if hs == nil {
+	set := t.cur.Load()
+	if set == nil {
 		return false
 	}
 	got := sha256.Sum256([]byte(authorization))
 	ok := 0
-	for i := range *hs {
-		ok |= subtle.ConstantTimeCompare(got[:], (*hs)[i][:])
+	for i := range set.hashes {
+		ok |= subtle.ConstantTimeCompare(got[:], set.hashes[i][:])
 	}
 	return ok == 1
 }

@@ -28,11 +28,14 @@ import (
 // read-modify-write cycles are serialised per directory, so concurrent PUTs
 // do not lose entries, and a directory whose disk is slow (or whose config
 // "file" is a FIFO an agent made) never holds up another directory. Config
-// files are opened without blocking and must be regular files (400
-// otherwise).
+// files are opened without blocking and must be regular files, in a
+// directory (400 otherwise).
 type ConfigStore struct {
 	Fs   afero.Fs
 	Base string
+	// Secrets, when set, refuses (403) a directory or config file that is,
+	// or leads to, one of the daemon's own secrets, as Files does.
+	Secrets ports.Secrets
 
 	mu    sync.Mutex
 	locks map[string]*dirLock // by config directory; entries live while in use
@@ -148,11 +151,14 @@ func (s *ConfigStore) path(dir, name, nameParam, file string) (string, error) {
 func getEntry[T json.Marshaler](s *ConfigStore, dir, name string, cf configFile[T]) (T, error) {
 	var zero T
 	p, err := s.path(dir, name, cf.query, cf.file)
+	if err == nil {
+		err = s.check(p)
+	}
 	if err != nil {
 		return zero, err
 	}
 	unlock := s.lock(p)
-	entries, err := readConfig(s.Fs, p, cf)
+	entries, err := readConfig(s.Fs, s.Secrets, p, cf)
 	unlock()
 	if err != nil {
 		return zero, err
@@ -169,11 +175,14 @@ func getEntry[T json.Marshaler](s *ConfigStore, dir, name string, cf configFile[
 // a file that does not hold the entry writes nothing.
 func setEntry[T json.Marshaler](s *ConfigStore, dir, name string, v *T, cf configFile[T]) error {
 	p, err := s.path(dir, name, cf.query, cf.file)
+	if err == nil {
+		err = s.check(p)
+	}
 	if err != nil {
 		return err
 	}
 	defer s.lock(p)()
-	entries, err := readConfig(s.Fs, p, cf)
+	entries, err := readConfig(s.Fs, s.Secrets, p, cf)
 	if err != nil {
 		return err
 	}
@@ -188,8 +197,36 @@ func setEntry[T json.Marshaler](s *ConfigStore, dir, name string, v *T, cf confi
 	return writeConfig(s.Fs, p, domain.EncodeConfigFile(entries))
 }
 
-func readConfig[T json.Marshaler](fsys afero.Fs, p string, cf configFile[T]) (map[string]T, error) {
-	b, err := readRegular(fsys, p, maxConfigBytes)
+// check refuses a config file whose directory (the one the client named,
+// or one of the .sandbox-agent/config directories under it) is something
+// else than a directory, or which is, or lies in, one of the daemon's
+// secrets.
+func (s *ConfigStore) check(p string) error {
+	dir := path.Dir(path.Dir(path.Dir(p))) // the directory the client named
+	if err := guardPath(s.Secrets, dir, dir, true); err != nil {
+		return err
+	}
+	if err := guardPath(s.Secrets, p, p, true); err != nil {
+		return err
+	}
+	// The first element of the config directory that exists must be a
+	// directory: a FIFO, file or device there is the client's mistake.
+	for d := path.Dir(p); ; d = path.Dir(d) {
+		fi, err := s.Fs.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return domain.InvalidRequest("%s is not a directory", d)
+			}
+			return nil
+		}
+		if d == path.Dir(d) {
+			return nil
+		}
+	}
+}
+
+func readConfig[T json.Marshaler](fsys afero.Fs, secrets ports.Secrets, p string, cf configFile[T]) (map[string]T, error) {
+	b, err := readRegular(fsys, secrets, p, maxConfigBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]T{}, nil
 	}
@@ -210,10 +247,14 @@ func readConfig[T json.Marshaler](fsys afero.Fs, p string, cf configFile[T]) (ma
 const maxConfigBytes = 16 << 20
 
 // readRegular reads a regular file of at most max bytes, opened without
-// blocking (a FIFO or device is refused at once, never waited on).
-func readRegular(fsys afero.Fs, p string, max int64) ([]byte, error) {
+// blocking (a FIFO or device is refused at once, never waited on), and
+// refuses it when it is one of the daemon's secrets.
+func readRegular(fsys afero.Fs, secrets ports.Secrets, p string, max int64) ([]byte, error) {
 	f, err := openRegular(fsys, p)
 	if err != nil {
+		return nil, err
+	}
+	if err := guardFile(secrets, p, f); err != nil {
 		return nil, err
 	}
 	defer f.Close()

@@ -39,6 +39,11 @@ type Files struct {
 	// upload-batch.
 	Limits
 	MaxUpload int64
+
+	// Secrets, when set, recognises the daemon's own secrets among the
+	// paths of Fs (the host backends): every operation refuses them with
+	// 403 permission_denied, and a listing leaves them out (secrets.go).
+	Secrets ports.Secrets
 }
 
 // Resolve turns a client path into the absolute path used on Fs.
@@ -57,6 +62,9 @@ func (f *Files) Entries(ctx context.Context, p string) ([]domain.FSEntry, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := guardPath(f.Secrets, target, target, true); err != nil {
+		return nil, err
+	}
 	fi, err := f.Fs.Stat(target)
 	if err != nil {
 		return nil, fsError(target, err)
@@ -72,6 +80,9 @@ func (f *Files) Entries(ctx context.Context, p string) ([]domain.FSEntry, error)
 	infos, err := dir.Readdir(-1)
 	if err != nil {
 		return nil, fsError(target, err)
+	}
+	if f.Secrets != nil {
+		infos = f.Secrets.Hide(target, infos)
 	}
 	out := make([]domain.FSEntry, 0, len(infos))
 	for _, fi := range infos {
@@ -94,9 +105,15 @@ func (f *Files) Stat(ctx context.Context, p string) (domain.FSStat, error) {
 	if err != nil {
 		return domain.FSStat{}, err
 	}
+	if err := guardPath(f.Secrets, target, target, true); err != nil {
+		return domain.FSStat{}, err
+	}
 	fi, err := f.Fs.Stat(target)
 	if err != nil {
 		return domain.FSStat{}, fsError(target, err)
+	}
+	if err := guardInfo(f.Secrets, target, fi); err != nil {
+		return domain.FSStat{}, err
 	}
 	return domain.FSStat{Path: target, EntryType: entryType(fi), Size: fi.Size(), Modified: modified(fi)}, nil
 }
@@ -108,11 +125,17 @@ func (f *Files) Open(ctx context.Context, p string) (afero.File, fs.FileInfo, er
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := guardPath(f.Secrets, target, target, true); err != nil {
+		return nil, nil, err
+	}
 	// Opened without blocking, so a FIFO or device (even one swapped in
 	// after a check) is refused instead of hanging the request.
 	file, err := openRegular(f.Fs, target)
 	if err != nil {
 		return nil, nil, fsError(target, err)
+	}
+	if err := guardFile(f.Secrets, target, file); err != nil {
+		return nil, nil, err
 	}
 	fi, err := file.Stat()
 	if err != nil {
@@ -136,8 +159,16 @@ func (f *Files) Write(ctx context.Context, p string, body io.Reader, size int64)
 	if err != nil {
 		return domain.FSWrite{}, err
 	}
+	// Judged as named (the kernel's resolution, /proc/self and /dev/fd
+	// included) and where followLinks lands, which reads links as text.
+	if err := guardPath(f.Secrets, target, target, true); err != nil {
+		return domain.FSWrite{}, err
+	}
 	real, err := f.followLinks(target)
 	if err != nil {
+		return domain.FSWrite{}, err
+	}
+	if err := guardPath(f.Secrets, target, real, true); err != nil {
 		return domain.FSWrite{}, err
 	}
 	perm := fs.FileMode(0o644)
@@ -256,6 +287,9 @@ func (f *Files) Delete(ctx context.Context, p string, recursive bool) (string, e
 	if target == "/" || (f.Root != "" && target == f.Root) {
 		return "", domain.InvalidRequest("refusing to delete the filesystem root: %s", target)
 	}
+	if err := guardPath(f.Secrets, target, target, false); err != nil {
+		return "", err
+	}
 	fi, err := f.lstat(target)
 	if err != nil {
 		return "", fsError(target, err)
@@ -292,6 +326,9 @@ func (f *Files) isEmptyDir(p string) (bool, error) {
 func (f *Files) Mkdir(ctx context.Context, p string) (string, error) {
 	target, err := f.Resolve(p)
 	if err != nil {
+		return "", err
+	}
+	if err := guardPath(f.Secrets, target, target, true); err != nil {
 		return "", err
 	}
 	if fi, err := f.Fs.Stat(target); err == nil && !fi.IsDir() {
@@ -341,6 +378,12 @@ func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (stri
 	}
 	dst, err := f.Resolve(to)
 	if err != nil {
+		return "", "", err
+	}
+	if err := guardPath(f.Secrets, src, src, false); err != nil {
+		return "", "", err
+	}
+	if err := guardPath(f.Secrets, dst, dst, false); err != nil {
 		return "", "", err
 	}
 	if _, err := f.lstat(src); err != nil {

@@ -41,6 +41,9 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 	if err != nil {
 		return domain.FSUpload{}, err
 	}
+	if err := guardPath(f.Secrets, target, target, true); err != nil {
+		return domain.FSUpload{}, err
+	}
 	fi, err := f.Fs.Stat(target)
 	exists := err == nil
 	switch {
@@ -77,7 +80,17 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 		},
 	}
 	if exists {
-		x.target = func(rel string) (fs.FileInfo, error) { return f.lstat(path.Join(target, rel)) }
+		// What the archive would replace in the target: never a secret
+		// (the target itself was judged above; links on the way are
+		// refused by the extractor, so identity is enough here).
+		x.target = func(rel string) (fs.FileInfo, error) {
+			p := path.Join(target, rel)
+			fi, err := f.lstat(p)
+			if err == nil {
+				err = guardInfo(f.Secrets, p, fi)
+			}
+			return fi, err
+		}
 	}
 	if x.guard, err = newSpaceGuard(f.Space, f.MinFree, stage); err != nil {
 		return domain.FSUpload{}, err
@@ -179,6 +192,9 @@ func (f *Files) merge(src, dst string) error {
 			return fsError(t, err)
 		}
 		ti, err := f.lstat(t)
+		if err == nil {
+			err = guardInfo(f.Secrets, t, ti)
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:

@@ -30,6 +30,10 @@ type Options struct {
 	// DefaultDir is the working directory of a process that names none
 	// (the --fs-root when set); empty means the daemon's.
 	DefaultDir string
+	// Secrets, when set, refuses (403) a working directory, or a command
+	// named by path, that is or lies in one of the daemon's own secrets
+	// (its /proc entries above all), whatever the filesystem backend.
+	Secrets ports.Secrets
 	// MaxExited bounds the exited processes kept for listing and logs; the
 	// oldest exited one is forgotten past it (256).
 	MaxExited int
@@ -192,7 +196,33 @@ func (s *Service) spec(ctx context.Context, command string, args []string, cwd *
 		}
 		spec.Dir = dir
 	}
+	if err := s.guard(spec); err != nil {
+		return domain.ProcessSpec{}, err
+	}
 	return spec, nil
+}
+
+// guard refuses a spec whose working directory, or whose command when it
+// is a path, is one of the daemon's secrets.
+func (s *Service) guard(spec domain.ProcessSpec) error {
+	if s.opts.Secrets == nil {
+		return nil
+	}
+	if spec.Dir != "" {
+		if why := s.opts.Secrets.Secret(spec.Dir, true); why != "" {
+			return domain.PermissionDenied(fmt.Sprintf("cwd %s is one of the daemon's own secrets (%s)", spec.Dir, why))
+		}
+	}
+	if strings.Contains(spec.Command, "/") {
+		cmd := spec.Command
+		if !strings.HasPrefix(cmd, "/") && spec.Dir != "" {
+			cmd = spec.Dir + "/" + cmd // relative to where it will run
+		}
+		if why := s.opts.Secrets.Secret(cmd, true); why != "" {
+			return domain.PermissionDenied(fmt.Sprintf("command %s is one of the daemon's own secrets (%s)", spec.Command, why))
+		}
+	}
+	return nil
 }
 
 // Create starts a managed process.

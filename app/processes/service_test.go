@@ -426,3 +426,41 @@ func TestClose(t *testing.T) {
 		}
 	})
 }
+
+// TestSecretCwdAndCommand: a working directory, or a command named by
+// path, inside one of the daemon's secrets is refused (403) before
+// anything starts, for managed processes and runs alike, whatever
+// ResolveDir did.
+func TestSecretCwdAndCommand(t *testing.T) {
+	starts := 0
+	st := &porttest.FakeStarter{Program: func(spec domain.ProcessSpec, p *porttest.FakeUserProcess) { starts++ }}
+	s := New(st, Options{Secrets: &porttest.FakeSecrets{Paths: map[string]string{"/proc/7": "its /proc entries"}}})
+	ctx := context.Background()
+	for _, c := range []struct {
+		cmd, cwd string
+		msg      string
+	}{
+		{"cat", "/proc/7", "cwd /proc/7 is one of the daemon's own secrets (its /proc entries)"},
+		{"cat", "/proc/7/fd", "cwd /proc/7/fd is one of the daemon's own secrets"},
+		{"/proc/7/exe", "", "command /proc/7/exe is one of the daemon's own secrets"},
+		{"./exe", "/proc/7", "cwd /proc/7"},
+		{"7/exe", "/proc", "command 7/exe is one of the daemon's own secrets"},
+	} {
+		cwd := c.cwd
+		_, err := s.Create(ctx, domain.ProcessCreateRequest{Command: c.cmd, Cwd: &cwd})
+		if kindOf(err) != domain.KindPermissionDenied || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("create %s in %q: %v", c.cmd, c.cwd, err)
+		}
+		_, err = s.Run(ctx, domain.ProcessRunRequest{Command: c.cmd, Cwd: &cwd})
+		if kindOf(err) != domain.KindPermissionDenied {
+			t.Errorf("run %s in %q: %v", c.cmd, c.cwd, err)
+		}
+	}
+	if starts != 0 {
+		t.Errorf("%d processes started", starts)
+	}
+	cwd := "/proc"
+	if _, err := s.Create(ctx, domain.ProcessCreateRequest{Command: "cat", Cwd: &cwd}); err != nil {
+		t.Errorf("a cwd that is not a secret: %v", err)
+	}
+}

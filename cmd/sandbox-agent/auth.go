@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 )
 
@@ -31,30 +36,39 @@ func (a *authFlags) register(fs *pflag.FlagSet) {
 }
 
 // tokenEnv names the environment variable holding the token. The daemon
-// removes it from its own environment once read, so no child process
-// (agents, installers) inherits it.
+// removes it from its own environment once read (and, on Linux, from the
+// environment the kernel shows in /proc/PID/environ: reexec_linux.go), so
+// no child process (agents, installers) inherits it.
 const tokenEnv = "SANDBOX_AGENT_TOKEN"
+
+// maxTokenFile caps a token file (fsys.ReadRegular: larger is refused).
+const maxTokenFile = 1 << 20
 
 // startTokens builds the built-in check's tokens from --token-file, or
 // the token of --token or SANDBOX_AGENT_TOKEN (fromEnv says which; the
 // variable is read into the flag's value by applyEnv). --token together
 // with --token-file is refused; the variable is ignored when a file is
 // given. A token file is read now (missing or empty is an error) and
-// again on every SIGHUP; a reload that fails keeps the tokens in use.
-// stop ends the reload goroutine.
-func startTokens(token string, fromEnv bool, file string, log *slog.Logger) (tokens *authz.Tokens, source string, stop func(), err error) {
+// again on every SIGHUP until ctx ends; a reload that fails keeps the
+// tokens in use, logs why and counts in reloads. The file read is one of
+// the daemon's secrets. stop ends the reload goroutine.
+func startTokens(ctx context.Context, token string, fromEnv bool, file string, secrets *fsys.Secrets, reloads *httpapi.Reloads, log *slog.Logger) (tokens *authz.Tokens, source string, stop func(), err error) {
 	_ = os.Unsetenv(tokenEnv)
 	stop = func() {}
 	switch {
 	case token != "" && !fromEnv && file != "":
 		return nil, "", nil, usagef("--token and --token-file cannot be combined; put every token in the file")
 	case file != "":
-		list, err := readTokenFile(file)
+		if abs, err := filepath.Abs(file); err == nil {
+			file = abs
+		}
+		list, fi, err := readTokenFile(ctx, file)
 		if err != nil {
 			return nil, "", nil, err
 		}
 		tokens = authz.NewTokens(list...)
-		stop = reloadTokensOnHUP(file, tokens, log)
+		secrets.SetFiles("tokens", []fsys.SecretFile{{Path: file, Read: fi, What: whatTokenFile}})
+		stop = reloadTokensOnHUP(ctx, file, tokens, secrets, reloads, log)
 		return tokens, "token-file", stop, nil
 	case token != "" && fromEnv:
 		return authz.NewTokens(token), "env", stop, nil
@@ -65,26 +79,32 @@ func startTokens(token string, fromEnv bool, file string, log *slog.Logger) (tok
 	return authz.NewTokens(), "", stop, nil
 }
 
-func readTokenFile(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+const whatTokenFile = "its token file"
+
+// readTokenFile reads and parses a token file: a regular file of at most
+// maxTokenFile bytes, read within fsys.ReadTimeout (fsys.ReadRegular).
+func readTokenFile(ctx context.Context, path string) ([]string, fs.FileInfo, error) {
+	b, fi, err := fsys.ReadRegular(ctx, path, maxTokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file: %w", err)
+		return nil, nil, fmt.Errorf("--token-file: %w", err)
 	}
 	list, err := authz.ParseTokenFile(b)
 	if err != nil {
-		return nil, fmt.Errorf("--token-file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("--token-file %s: %w", path, err)
 	}
-	return list, nil
+	return list, fi, nil
 }
 
-func reloadTokensOnHUP(file string, tokens *authz.Tokens, log *slog.Logger) func() {
-	return onSIGHUP(func() {
-		list, err := readTokenFile(file)
+func reloadTokensOnHUP(ctx context.Context, file string, tokens *authz.Tokens, secrets *fsys.Secrets, reloads *httpapi.Reloads, log *slog.Logger) func() {
+	return onSIGHUP(ctx, func(ctx context.Context) {
+		list, fi, err := readTokenFile(ctx, file)
+		reloads.Count("tokens", err)
 		if err != nil {
 			log.Error("reloading the token file failed; keeping the previous tokens", "err", err)
 			return
 		}
 		tokens.Set(list)
+		secrets.SetFiles("tokens", []fsys.SecretFile{{Path: file, Read: fi, What: whatTokenFile}})
 		log.Info("token file reloaded", "tokens", len(list))
 	})
 }

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 )
 
@@ -38,8 +40,9 @@ func TestWarnIfExposed(t *testing.T) {
 
 func TestStartTokens(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
+	ctx, sec := t.Context(), fsys.NewSecrets()
 	t.Setenv(tokenEnv, "from-env")
-	tk, src, stop, err := startTokens("from-env", true, "", log)
+	tk, src, stop, err := startTokens(ctx, "from-env", true, "", sec, nil, log)
 	if err != nil || src != "env" || !tk.Check("Bearer from-env") {
 		t.Fatalf("env: %v %q", err, src)
 	}
@@ -49,19 +52,30 @@ func TestStartTokens(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "tokens")
 	os.WriteFile(file, []byte("a\nb\n"), 0o600)
-	tk, src, stop, err = startTokens("", false, file, log)
+	tk, src, stop, err = startTokens(ctx, "", false, file, sec, nil, log)
 	if err != nil || src != "token-file" || !tk.Check("Bearer b") {
 		t.Fatalf("file: %v %q", err, src)
 	}
 	stop()
-	if _, _, _, err := startTokens("x", false, file, log); err == nil {
+	if why := sec.Secret(file, true); why != whatTokenFile {
+		t.Errorf("the token file is not among the daemon's secrets: %q", why)
+	}
+	if _, _, _, err := startTokens(ctx, "x", false, file, sec, nil, log); err == nil {
 		t.Error("--token with --token-file accepted")
 	}
 	os.WriteFile(file, []byte("# nothing\n"), 0o600)
-	if _, _, _, err := startTokens("", false, file, log); err == nil {
+	if _, _, _, err := startTokens(ctx, "", false, file, sec, nil, log); err == nil {
 		t.Error("an empty token file accepted")
 	}
-	tk, src, _, _ = startTokens("", false, "", log)
+	// A FIFO (no writer will ever come) is refused at once.
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := startTokens(ctx, "", false, fifo, sec, nil, log); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a FIFO token file: %v", err)
+	}
+	tk, src, _, _ = startTokens(ctx, "", false, "", sec, nil, log)
 	if tk.Configured() || src != "" {
 		t.Errorf("no source: %q", src)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // fsLimits are the server flags bounding what writes may take from the
@@ -42,8 +43,9 @@ func (l fsLimits) limits() files.Limits {
 //     working directory (with their parents), for tests and demos; no
 //     free-space check.
 //
-// The returned func releases the backend.
-func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), error) {
+// On the host backends, secrets keeps the daemon's own files and /proc out
+// of both APIs. The returned func releases the backend.
+func newFilesystem(f *serverFlags, secrets ports.Secrets) (*files.Files, *files.ConfigStore, func(), error) {
 	home, err := os.UserHomeDir()
 	cwd, cwdErr := os.Getwd()
 	if cwdErr != nil {
@@ -64,8 +66,8 @@ func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), er
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--fs-root: %w", err)
 		}
-		fl := &files.Files{Fs: root, Home: root.Dir(), Root: root.Dir(), Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload}
-		return fl, &files.ConfigStore{Fs: root, Base: root.Dir()}, func() { root.Close() }, nil
+		fl := &files.Files{Fs: root, Home: root.Dir(), Root: root.Dir(), Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload, Secrets: secrets}
+		return fl, &files.ConfigStore{Fs: root, Base: root.Dir(), Secrets: secrets}, func() { root.Close() }, nil
 	case f.fsBackend == "memory":
 		mem := fsys.NewMemory()
 		for _, dir := range []string{home, cwd} {
@@ -77,8 +79,8 @@ func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), er
 		return fl, &files.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
 	case f.fsBackend == "os":
 		host := fsys.NewOS()
-		fl := &files.Files{Fs: host, Home: home, Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload}
-		return fl, &files.ConfigStore{Fs: host, Base: cwd}, func() {}, nil
+		fl := &files.Files{Fs: host, Home: home, Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload, Secrets: secrets}
+		return fl, &files.ConfigStore{Fs: host, Base: cwd, Secrets: secrets}, func() {}, nil
 	}
 	return nil, nil, nil, usagef("--fs must be os or memory, got %q", f.fsBackend)
 }

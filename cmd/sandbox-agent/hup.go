@@ -1,36 +1,48 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
+	"time"
 )
 
-// onSIGHUP runs reload on every SIGHUP, one at a time on one goroutine, until
-// the returned stop is called; stop returns once that goroutine is gone, so
-// no reload runs after it. The token file and the auth policies both reload
-// this way.
-func onSIGHUP(reload func()) (stop func()) {
+// hupStopWait bounds how long stop waits for a reload in progress. Every
+// read a reload does gives up when its context ends (fsys.ReadRegular),
+// so this is a backstop: shutdown never hangs on a reload.
+const hupStopWait = 2 * time.Second
+
+// onSIGHUP runs reload on every SIGHUP, one at a time on one goroutine,
+// until ctx ends or the returned stop is called; the reload's context ends
+// with them. stop returns once that goroutine is gone, or after
+// hupStopWait if a reload is still stuck (it then returns on its own and
+// starts no other). The token file and the auth policies both reload this
+// way.
+func onSIGHUP(ctx context.Context, reload func(ctx context.Context)) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer close(done)
 		for {
 			select {
-			case <-done:
+			case <-ctx.Done():
 				return
 			case <-hup:
-				reload()
+				if ctx.Err() == nil {
+					reload(ctx)
+				}
 			}
 		}
 	}()
 	return func() {
 		signal.Stop(hup)
-		close(done)
-		wg.Wait()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(hupStopWait):
+		}
 	}
 }

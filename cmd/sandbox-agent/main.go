@@ -22,6 +22,7 @@ func main() {
 	// After the first signal, restore the default handling so a second one
 	// ends the process at once.
 	go func() { <-ctx.Done(); stop() }()
+	reexecAllowed = true
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))

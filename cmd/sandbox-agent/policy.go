@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -66,21 +70,62 @@ func (p *policyFlags) parse() ([]wasmpolicy.Spec, error) {
 }
 
 // newPolicyHost opens the compilation cache, falling back to memory when
-// its directory cannot be used.
-func newPolicyHost(cache string, log *slog.Logger) (*wasmpolicy.Host, error) {
+// its directory cannot be used. Modules and configuration files are read
+// with fsys.ReadRegular (regular files only, capped, time-bounded); read,
+// when set, is told of each file read.
+func newPolicyHost(cache string, log *slog.Logger, read func(path string, fi fs.FileInfo)) (*wasmpolicy.Host, error) {
 	host, err := wasmpolicy.NewHost(cache, log)
 	if err != nil && cache != "" {
 		log.Warn("policy compilation cache unavailable; compiling in memory", "err", err)
 		host, err = wasmpolicy.NewHost("", log)
 	}
-	return host, err
+	if err != nil {
+		return nil, err
+	}
+	host.Read = func(ctx context.Context, name string, max int64) ([]byte, error) {
+		b, fi, err := fsys.ReadRegular(ctx, name, max)
+		if err == nil && read != nil {
+			read(name, fi)
+		}
+		return b, err
+	}
+	return host, nil
 }
 
-// startPolicies loads the --policy modules and reloads them on SIGHUP,
-// keeping the old ones when the new ones fail to load. Without policies it
-// returns a nil Authorizer, so the HTTP adapter adds no step at all. stop
-// ends the reload goroutine and closes the policies.
-func startPolicies(ctx context.Context, pf policyFlags, log *slog.Logger) (authz ports.Authorizer, stop func(), err error) {
+const whatPolicy = "its auth policies"
+
+// policyFiles collects the files one load of the policies read, for the
+// daemon's secrets.
+type policyFiles struct {
+	mu    sync.Mutex
+	files []fsys.SecretFile
+}
+
+func (p *policyFiles) read(path string, fi fs.FileInfo) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	p.mu.Lock()
+	p.files = append(p.files, fsys.SecretFile{Path: path, Read: fi, What: whatPolicy})
+	p.mu.Unlock()
+}
+
+// take returns what was read since the last take.
+func (p *policyFiles) take() []fsys.SecretFile {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.files
+	p.files = nil
+	return out
+}
+
+// startPolicies loads the --policy modules and reloads them on SIGHUP
+// until ctx ends, keeping the old ones when the new ones fail to load
+// (logged, and counted in reloads). The modules and configuration files
+// in use are among the daemon's secrets. Without policies it returns a nil
+// Authorizer, so the HTTP adapter adds no step at all. stop ends the
+// reload goroutine and closes the policies.
+func startPolicies(ctx context.Context, pf policyFlags, secrets *fsys.Secrets, reloads *httpapi.Reloads, log *slog.Logger) (authz ports.Authorizer, stop func(), err error) {
 	if len(pf.specs) == 0 {
 		return nil, func() {}, nil
 	}
@@ -88,7 +133,8 @@ func startPolicies(ctx context.Context, pf policyFlags, log *slog.Logger) (authz
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
-	host, err := newPolicyHost(pf.cache, log)
+	files := &policyFiles{}
+	host, err := newPolicyHost(pf.cache, log, files.read)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,10 +143,18 @@ func startPolicies(ctx context.Context, pf policyFlags, log *slog.Logger) (authz
 		_ = host.Close(ctx)
 		return nil, nil, fmt.Errorf("load auth policies: %w", err)
 	}
+	secrets.SetFiles("policies", files.take())
 	log.Info("auth policies loaded", "policies", policyNames(set))
 	current := wasmpolicy.NewReloadable(set)
 
-	stopHUP := onSIGHUP(func() { reloadPolicies(ctx, host, current, pf, log) })
+	stopHUP := onSIGHUP(ctx, func(ctx context.Context) {
+		files.take()
+		err := reloadPolicies(ctx, host, current, pf, log)
+		reloads.Count("policies", err)
+		if err == nil {
+			secrets.SetFiles("policies", files.take())
+		}
+	})
 	stop = func() {
 		stopHUP()
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -113,7 +167,7 @@ func startPolicies(ctx context.Context, pf policyFlags, log *slog.Logger) (authz
 
 // reloadPolicies reads the modules and their configs again and swaps them
 // in; on any failure the running policies stay.
-func reloadPolicies(ctx context.Context, host *wasmpolicy.Host, current *wasmpolicy.Reloadable, pf policyFlags, log *slog.Logger) {
+func reloadPolicies(ctx context.Context, host *wasmpolicy.Host, current *wasmpolicy.Reloadable, pf policyFlags, log *slog.Logger) error {
 	specs, err := pf.parse()
 	if err == nil {
 		var set *wasmpolicy.Set
@@ -122,10 +176,11 @@ func reloadPolicies(ctx context.Context, host *wasmpolicy.Host, current *wasmpol
 				log.Warn("closing the previous auth policies", "err", err)
 			}
 			log.Info("auth policies reloaded", "policies", policyNames(set))
-			return
+			return nil
 		}
 	}
 	log.Error("reloading auth policies failed; keeping the previous ones", "err", err)
+	return err
 }
 
 func policyNames(set *wasmpolicy.Set) string {
@@ -186,7 +241,7 @@ func runPolicyTest(ctx context.Context, policy, casesFile, cache string, verbose
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	host, err := newPolicyHost(cache, log)
+	host, err := newPolicyHost(cache, log, nil)
 	if err != nil {
 		return err
 	}

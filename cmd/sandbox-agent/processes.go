@@ -4,43 +4,36 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/process"
+	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // newProcesses wires the processes API: processes start from the daemon's
-// environment minus its own secrets, and with a host filesystem their
-// working directory is resolved (and, under --fs-root, confined) exactly as
-// /v1/fs paths are, defaulting to the root.
-func newProcesses(f *serverFlags, fsys *files.Files, log *slog.Logger) *processes.Service {
-	opts := processes.Options{Logger: log}
+// environment minus its own secrets (by name, and any variable whose value
+// holds a current token, judged at each start), and with a host
+// filesystem their working directory is resolved (and, under --fs-root,
+// confined) exactly as /v1/fs paths are, defaulting to the root. Whatever
+// the backend, a working directory or command in one of the daemon's
+// secrets (its /proc) is refused.
+func newProcesses(f *serverFlags, fsys *files.Files, tokens *authz.Tokens, secrets ports.Secrets, log *slog.Logger) *processes.Service {
+	opts := processes.Options{Logger: log, Secrets: secrets}
 	if f.fsBackend == "os" || f.fsRoot != "" {
 		opts.ResolveDir = fsys.Dir
 	}
 	if f.fsRoot != "" {
 		opts.DefaultDir = fsys.Home
 	}
-	return processes.New(&process.Starter{BaseEnv: secretFreeEnv(os.Environ(), f.token)}, opts)
+	return processes.New(&process.Starter{BaseEnv: baseEnv(), Secret: tokens.InValue}, opts)
 }
 
-// secretFreeEnv is env without the daemon's token: neither
-// SANDBOX_AGENT_TOKEN nor any variable holding the token's value.
-func secretFreeEnv(env []string, token string) []string {
-	env = process.FilterEnv(env, "SANDBOX_AGENT_TOKEN")
-	if token == "" {
-		return env
-	}
-	out := env[:0:0]
-	for _, kv := range env {
-		if _, v, _ := strings.Cut(kv, "="); v == token {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
+// baseEnv is the environment agents and processes start from: the
+// daemon's, without the variables that carried its token.
+func baseEnv() []string {
+	return process.FilterEnv(os.Environ(), tokenEnv, tokenFDEnv)
 }
 
 // stopProcesses stops every process within ctx (SIGTERM, then SIGKILL).

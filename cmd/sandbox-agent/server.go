@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/afero"
 	"github.com/spf13/cobra"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/fsys"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/inspector"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/process"
@@ -39,7 +40,10 @@ inspector on /ui/. Stops on SIGINT or SIGTERM, stopping every agent.`,
 		Example: "  sandbox-agent server --host 127.0.0.1 --port 2468 --token \"$(openssl rand -hex 24)\"",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			f.applyEnv(c.Flags())
+			hideEnvToken(c.ErrOrStderr()) // returns only if there is nothing to hide
+			if err := f.applyEnv(c.Flags()); err != nil {
+				return err
+			}
 			return runServer(c.Context(), f, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
@@ -79,30 +83,42 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	f.limits.setMemoryLimit(log)
 	f.limits.warnFDs(log)
-	agents, err := agentResolver(f)
+	// The daemon's own secrets: what it reads its credentials and policies
+	// from, and its /proc. No API route serves, lists or changes them.
+	secrets := fsys.NewSecrets()
+	var reloadable []string
+	if f.auth.tokenFile != "" {
+		reloadable = append(reloadable, "tokens")
+	}
+	if len(f.policy.specs) > 0 {
+		reloadable = append(reloadable, "policies")
+	}
+	reloads := httpapi.NewReloads(reloadable...)
+	agents, err := agentResolver(ctx, f, secrets)
 	if err != nil {
 		return err
 	}
 	wireInstaller(agents, log)
-	tokens, tokenSource, stopTokens, err := startTokens(f.token, f.tokenFromEnv, f.auth.tokenFile, log)
+	tokens, tokenSource, stopTokens, err := startTokens(ctx, f.token, f.tokenFromEnv, f.auth.tokenFile, secrets, reloads, log)
 	if err != nil {
 		return err
 	}
 	defer stopTokens()
-	// startTokens has removed the token from the environment; the filter
-	// stays as a second guard.
+	// startTokens has removed the token from the environment; the name
+	// filter stays as a second guard, and every variable whose value holds
+	// a current token is dropped at each start (tokens.InValue).
 	agents.Installer.Disk = f.fsLimits.limits()
-	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), tokenEnv), Supervisor: supervisorExe()}
+	runner := &process.Runner{BaseEnv: baseEnv(), Secret: tokens.InValue, Supervisor: supervisorExe()}
 	instances := acp.NewInstances(opts, runner, agents)
 
-	files, configs, closeFs, err := newFilesystem(f)
+	files, configs, closeFs, err := newFilesystem(f, secrets)
 	if err != nil {
 		return err
 	}
 	defer closeFs()
-	procSvc := newProcesses(f, files, log)
+	procSvc := newProcesses(f, files, tokens, secrets, log)
 
-	authz, stopPolicies, err := startPolicies(ctx, f.policy, log)
+	authz, stopPolicies, err := startPolicies(ctx, f.policy, secrets, reloads, log)
 	if err != nil {
 		return err
 	}
@@ -134,6 +150,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		Catalog:      newCatalog(agents, instances),
 		Authorizer:   authz,
 		Processes:    procSvc,
+		Reloads:      reloads,
 
 		MetricsPublic:      f.metricsPublic,
 		HealthPublic:       f.auth.healthPublic,
@@ -235,25 +252,34 @@ func installDir() string {
 	return filepath.Join(base, "sandbox-agent", "bin")
 }
 
-func agentResolver(f *serverFlags) (*agents.Agents, error) {
+func agentResolver(ctx context.Context, f *serverFlags, secrets *fsys.Secrets) (*agents.Agents, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
 	a := &agents.Agents{Fs: afero.NewOsFs(), InstallDir: installDir(), SelfExe: self}
 	if f.agentsFile != "" {
-		if a.Operator, err = loadAgentsFile(f.agentsFile); err != nil {
+		if a.Operator, err = loadAgentsFile(ctx, f.agentsFile, secrets); err != nil {
 			return nil, err
 		}
 	}
 	return a, nil
 }
 
-func loadAgentsFile(path string) ([]domain.OperatorAgent, error) {
-	b, err := os.ReadFile(path)
+// maxAgentsFile caps the agents file.
+const maxAgentsFile = 4 << 20
+
+// loadAgentsFile reads the operator's agents. The file is one of the
+// daemon's secrets: its agents' env may hold their API keys.
+func loadAgentsFile(ctx context.Context, path string, secrets *fsys.Secrets) ([]domain.OperatorAgent, error) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	b, fi, err := fsys.ReadRegular(ctx, path, maxAgentsFile)
 	if err != nil {
 		return nil, fmt.Errorf("read agents file: %w", err)
 	}
+	secrets.SetFiles("agents", []fsys.SecretFile{{Path: path, Read: fi, What: "its agents file"}})
 	var doc struct {
 		Agents []domain.OperatorAgent `json:"agents"`
 	}

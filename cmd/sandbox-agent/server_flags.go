@@ -87,12 +87,22 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 
 // applyEnv fills what comes from the environment when the flag is not
 // given. The token is read here rather than used as the flag's default so
-// that --help never prints it.
-func (f *serverFlags) applyEnv(fs *pflag.FlagSet) {
+// that --help never prints it; after the re-exec that hid it from
+// /proc/PID/environ (hideEnvToken), it comes from the descriptor the
+// previous image handed over.
+func (f *serverFlags) applyEnv(fs *pflag.FlagSet) error {
+	tok, handed, err := handedToken()
+	if err != nil {
+		return err
+	}
+	if !handed {
+		tok = os.Getenv(tokenEnv)
+	}
 	if !fs.Changed("token") {
-		f.token = os.Getenv("SANDBOX_AGENT_TOKEN")
+		f.token = tok
 		f.tokenFromEnv = f.token != ""
 	}
+	return nil
 }
 
 // joinSet lists a set's members, sorted, separated by commas.

@@ -1,8 +1,8 @@
 package wasmpolicy
 
 import (
+	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -66,12 +66,13 @@ func (s *Spec) fill() {
 	}
 }
 
-// config returns the configuration document, reading ConfigPath if needed.
-func (s *Spec) config() ([]byte, error) {
+// config returns the configuration document, reading ConfigPath through
+// h if needed.
+func (s *Spec) config(ctx context.Context, h *Host) ([]byte, error) {
 	if s.Config != nil || s.ConfigPath == "" {
 		return s.Config, nil
 	}
-	b, err := os.ReadFile(s.ConfigPath)
+	b, err := h.read(ctx, s.ConfigPath, MaxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
@@ -42,11 +41,11 @@ func (p *Policy) Name() string { return p.spec.Name }
 func (h *Host) LoadPolicy(ctx context.Context, spec Spec) (*Policy, error) {
 	spec.fill()
 	fail := func(err error) (*Policy, error) { return nil, fmt.Errorf("policy %s: %w", spec.Name, err) }
-	wasm, err := os.ReadFile(spec.Path)
+	wasm, err := h.read(ctx, spec.Path, MaxModuleBytes)
 	if err != nil {
 		return fail(fmt.Errorf("read module: %w", err))
 	}
-	config, err := spec.config()
+	config, err := spec.config(ctx, h)
 	if err != nil {
 		return fail(err)
 	}

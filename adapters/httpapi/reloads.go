@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"sort"
+	"sync"
+)
+
+// Reloads counts what the daemon reloads on SIGHUP (its token file, its
+// auth policies) by outcome, for /metrics (sandbox_agent_reloads_total):
+// a failed reload keeps what was in use and says so only in the log,
+// which an operator may not watch. The composition root counts; safe for
+// concurrent use.
+type Reloads struct {
+	mu sync.Mutex
+	n  map[reloadKey]uint64
+}
+
+type reloadKey struct{ what, result string }
+
+// NewReloads returns counters with a zero series for each of whats, ok and
+// failed, so a scraper sees them before the first reload.
+func NewReloads(whats ...string) *Reloads {
+	r := &Reloads{n: map[reloadKey]uint64{}}
+	for _, w := range whats {
+		r.n[reloadKey{w, "ok"}] = 0
+		r.n[reloadKey{w, "failed"}] = 0
+	}
+	return r
+}
+
+// Count records one reload of what: ok when err is nil, else failed.
+func (r *Reloads) Count(what string, err error) {
+	if r == nil {
+		return
+	}
+	res := "ok"
+	if err != nil {
+		res = "failed"
+	}
+	r.mu.Lock()
+	r.n[reloadKey{what, res}]++
+	r.mu.Unlock()
+}
+
+func (r *Reloads) write(e expo) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	keys := make([]reloadKey, 0, len(r.n))
+	for k := range r.n {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].what != keys[j].what {
+			return keys[i].what < keys[j].what
+		}
+		return keys[i].result < keys[j].result
+	})
+	const name = "sandbox_agent_reloads_total"
+	e.family(name, "counter", "Reloads on SIGHUP by what was reloaded (tokens, policies) and result (ok, failed: what was in use stays; the log says why).")
+	for _, k := range keys {
+		e.sample(name, u64(r.n[k]), "what", k.what, "result", k.result)
+	}
+	r.mu.Unlock()
+}

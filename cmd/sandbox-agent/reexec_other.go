@@ -1,0 +1,23 @@
+//go:build !linux
+
+package main
+
+import (
+	"io"
+	"os"
+)
+
+// Outside Linux the daemon does not re-execute itself (that relies on
+// memfd_create and /proc/self/exe): the variable is only removed from
+// Go's copy of the environment, so children do not inherit it.
+
+const tokenFDEnv = "SANDBOX_AGENT_TOKEN_FD_INTERNAL"
+
+var reexecAllowed bool
+
+func hideEnvToken(io.Writer) {}
+
+func handedToken() (string, bool, error) {
+	_ = os.Unsetenv(tokenFDEnv)
+	return "", false, nil
+}
