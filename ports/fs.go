@@ -14,6 +14,12 @@ import "github.com/spf13/afero"
 // Names in the view are relative to dir. Archive extraction writes only
 // through such a view. The caller calls close when done; the view is safe
 // for concurrent use until then.
+//
+// A view may itself be a Confiner (the host's are): confined to one of its
+// own subdirectories, named relative to it, it hands out a handle on that
+// directory, at the cost of one open, and each handle is closed on its
+// own. The extractor works deep in a tree through such handles, one name
+// at a time, instead of walking every path from the top.
 type Confiner interface {
 	Confine(dir string) (view afero.Fs, close func() error, err error)
 }

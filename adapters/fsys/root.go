@@ -65,11 +65,18 @@ func (r *Root) rel(op, name string) (string, error) {
 	if strings.IndexByte(name, 0) >= 0 {
 		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	p := name
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.dir, p)
+	if !filepath.IsAbs(name) {
+		// A relative name cleans to the same result alone as joined to
+		// the (clean, absolute) root directory, without copying the
+		// root's path on every call: a view deep in a tree has a long one,
+		// and the extractor works through such views one name at a time.
+		rel := filepath.Clean(name)
+		if rel == ".." || strings.HasPrefix(rel, "../") {
+			return "", &fs.PathError{Op: op, Path: name, Err: domain.ErrOutsideRoot}
+		}
+		return rel, nil
 	}
-	rel, ok := domain.RootRelative(r.dir, filepath.Clean(p))
+	rel, ok := domain.RootRelative(r.dir, filepath.Clean(name))
 	if !ok {
 		return "", &fs.PathError{Op: op, Path: name, Err: domain.ErrOutsideRoot}
 	}
@@ -139,7 +146,9 @@ func (r *Root) wrap(name string, f *os.File, err error) (afero.File, error) {
 }
 
 // Confine implements ports.Confiner: the view is an os.Root opened inside
-// this one, so it is confined to dir and, through it, to this root.
+// this one, so it is confined to dir and, through it, to this root. A
+// relative dir is taken from this root; confining a view to one of its
+// own subdirectories by name costs one open, however deep the view is.
 func (r *Root) Confine(dir string) (afero.Fs, func() error, error) {
 	rel, err := r.rel("open", dir)
 	if err != nil {

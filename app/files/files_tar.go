@@ -65,6 +65,7 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 	var result domain.FSUpload
 	x := &extraction{
 		limit:    f.extractLimit(),
+		maxDepth: f.maxDepth(),
 		ctx:      ctx,
 		base:     target,
 		reserved: stagePrefix,
@@ -76,9 +77,6 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 			}
 		},
 	}
-	if exists {
-		x.target = func(rel string) (fs.FileInfo, error) { return f.lstat(path.Join(target, rel)) }
-	}
 	if x.guard, err = newSpaceGuard(f.Space, f.MinFree, stage); err != nil {
 		return domain.FSUpload{}, err
 	}
@@ -87,8 +85,16 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 		return domain.FSUpload{}, fsError(target, err)
 	}
 	x.view = view
+	closeTarget := func() error { return nil }
+	if exists {
+		if x.target, closeTarget, err = confine(f.Fs, target); err != nil {
+			closeView()
+			return domain.FSUpload{}, fsError(target, err)
+		}
+	}
 	err = x.extract(tarEntries(br, src))
 	closeView()
+	closeTarget()
 	if err != nil {
 		if src.err != nil {
 			return domain.FSUpload{}, fsError(target, &readError{src.err})

@@ -85,6 +85,60 @@ func ConfinerContract(t *testing.T, newFs NewFS) {
 	})
 }
 
+// ConfinerSubviewContract checks, for a backend whose views are Confiners
+// themselves (ports.Confiner's second paragraph), that a view confined to
+// one of its subdirectories by a relative name sees that directory, writes
+// into it, and reaches nothing above it, not even the rest of the view.
+func ConfinerSubviewContract(t *testing.T, newFs NewFS) {
+	fsys, dir := newFs(t)
+	box := path.Join(dir, "box")
+	if err := fsys.MkdirAll(path.Join(box, "d1", "d2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	view, done, err := fsys.(ports.Confiner).Confine(box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	c, ok := view.(ports.Confiner)
+	if !ok {
+		t.Fatalf("the view %T is not a ports.Confiner", view)
+	}
+	sub, subDone, err := c.Confine("d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, sub, "in.txt", "in")
+	if got := readFile(t, fsys, path.Join(box, "d1", "in.txt")); got != "in" {
+		t.Fatalf("through the subview: %q", got)
+	}
+	deeper, deeperDone, err := sub.(ports.Confiner).Confine("d2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, deeper, "deep.txt", "deep")
+	if got := readFile(t, fsys, path.Join(box, "d1", "d2", "deep.txt")); got != "deep" {
+		t.Fatalf("through the subview's subview: %q", got)
+	}
+	if err := deeperDone(); err != nil {
+		t.Fatal(err)
+	}
+	// Closing one handle leaves the others working.
+	writeFile(t, sub, "after.txt", "after")
+	if _, err := sub.Create("../up.txt"); err == nil {
+		t.Fatal("created ../up.txt through the subview")
+	}
+	if _, err := fsys.Stat(path.Join(box, "up.txt")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("up.txt exists: %v", err)
+	}
+	if _, _, err := c.Confine("../.."); err == nil {
+		t.Fatal("confined a view above itself")
+	}
+	if err := subDone(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // RegularOpenerContract checks OpenRegular: a regular file opens, a
 // directory is domain.ErrNotRegular, a missing file fs.ErrNotExist. (FIFOs
 // need the host; the adapters test them.)
