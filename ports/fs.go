@@ -32,6 +32,17 @@ type HardLinker interface {
 	LinkIfPossible(oldname, newname string) error
 }
 
+// DirRenamer moves an entry from one view of a backend to another (views
+// its Confiner handed out, on one filesystem) as a single rename between
+// the two directories: each name is one path element of its own view, so
+// neither path is walked from the top, however deep the views are.
+// Upload-batch moves a stage deep into its target this way. It replaces
+// what newname holds as a rename does (a file, or an empty directory);
+// a view of another kind is an error.
+type DirRenamer interface {
+	RenameFrom(from afero.Fs, oldname, newname string) error
+}
+
 // RegularOpener opens a file for reading only when it is a regular file,
 // and never blocks doing so: a FIFO, device or socket (or a file swapped
 // for one between a check and the open) fails at once with

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/afero"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
@@ -36,6 +37,7 @@ var (
 	_ ports.Confiner      = (*Root)(nil)
 	_ ports.RegularOpener = (*Root)(nil)
 	_ ports.HardLinker    = (*Root)(nil)
+	_ ports.DirRenamer    = (*Root)(nil)
 )
 
 // OpenRoot confines a filesystem to dir, which must exist. Close releases
@@ -173,6 +175,45 @@ func (r *Root) LinkIfPossible(oldname, newname string) error {
 		return err
 	}
 	return r.fixLink(oldname, newname, newname, r.root.Link(oldRel, newRel))
+}
+
+// RenameFrom implements ports.DirRenamer with renameat(2) between the two
+// roots' directories: each name is one element, so nothing is resolved
+// but the two entries themselves (a rename never follows its last
+// element), and each directory is a handle os.Root opened inside its
+// root.
+func (r *Root) RenameFrom(from afero.Fs, oldname, newname string) error {
+	src, ok := from.(*Root)
+	if !ok {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fmt.Errorf("%T is not a view of this filesystem", from)}
+	}
+	for _, name := range []string{oldname, newname} {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrInvalid}
+		}
+	}
+	sd, err := src.root.Open(".")
+	if err != nil {
+		return src.fix(oldname, err)
+	}
+	defer sd.Close()
+	dd, err := r.root.Open(".")
+	if err != nil {
+		return r.fix(newname, err)
+	}
+	defer dd.Close()
+	if err := ignoringEINTR(func() error { return unix.Renameat(int(sd.Fd()), oldname, int(dd.Fd()), newname) }); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // OpenRegular implements ports.RegularOpener.

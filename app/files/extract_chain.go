@@ -72,6 +72,14 @@ func (h dirHandle) path(name string) string {
 	return h.prefix + "/" + name
 }
 
+// self names the directory itself.
+func (h dirHandle) self() string {
+	if h.prefix == "" {
+		return "."
+	}
+	return h.prefix
+}
+
 func (h dirHandle) lstat(name string) (fs.FileInfo, error) { return lstatOn(h.fs, h.path(name)) }
 
 func newChain(stage, target afero.Fs) *dirChain {
