@@ -487,7 +487,12 @@ func (x *extraction) checkLinks() error {
 func (x *extraction) linkStaysInside(l createdLink) (bool, error) {
 	dir, _ := splitRel(l.rel)
 	if err := x.chain.to(dir, false); err != nil {
-		return false, err // the link's own directory: real, as the entry was made
+		// The link's own directory was checked when the entry was made;
+		// refused now, something changed it since.
+		if _, ok := errors.AsType[parentRefusal](err); ok {
+			return false, nil
+		}
+		return false, err
 	}
 	through := false // past an element that is not a real directory
 	for part := range strings.SplitSeq(l.target, "/") {

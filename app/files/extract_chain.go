@@ -2,6 +2,7 @@ package files
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 
@@ -164,7 +165,11 @@ func (c *dirChain) handle(i int, s sideOf) (dirHandle, error) {
 		if k > 0 {
 			parent = *c.held(k-1, s)
 		}
-		v, closeView, err := parent.fs.(ports.Confiner).Confine(c.name(k))
+		cf, ok := parent.fs.(ports.Confiner)
+		if !ok {
+			return dirHandle{}, fmt.Errorf("the view %T hands out no handles", parent.fs)
+		}
+		v, closeView, err := cf.Confine(c.name(k))
 		if err != nil {
 			return dirHandle{}, err
 		}
