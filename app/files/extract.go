@@ -74,6 +74,9 @@ type extraction struct {
 	// what is already there (a directory where a file goes, a link on the
 	// way) is refused before anything is moved.
 	target afero.Fs
+	// guardTarget, when set, judges each entry found in the target
+	// (dirChain.guard).
+	guardTarget func(rel string, fi fs.FileInfo) error
 
 	chain *dirChain // the way to the current entry's directory, on view and target
 
@@ -141,7 +144,7 @@ func (x *extraction) extract(next archiveReader) error {
 	if x.maxDepth <= 0 {
 		x.maxDepth = DefaultMaxDepth
 	}
-	x.chain = newChain(x.view, x.target)
+	x.chain = newChain(x.view, x.target, x.guardTarget)
 	defer x.chain.close()
 	for {
 		if err := x.ctx.Err(); err != nil {

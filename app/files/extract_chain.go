@@ -38,6 +38,12 @@ type dirChain struct {
 	path          []byte    // the levels' names joined by "/"
 	ends          []int     // path[:ends[i]] is level i's path
 	levels        []chainLevel
+
+	// guard, when set, judges every entry found in the target (rel is its
+	// path there): an error refuses it as the lookup's answer. Every look
+	// at the target goes through lookup, so this is the one place to keep
+	// something there from being replaced, merged into or linked to.
+	guard func(rel string, fi fs.FileInfo) error
 }
 
 const (
@@ -83,12 +89,12 @@ func (h dirHandle) self() string {
 
 func (h dirHandle) lstat(name string) (fs.FileInfo, error) { return lstatOn(h.fs, h.path(name)) }
 
-func newChain(stage, target afero.Fs) *dirChain {
+func newChain(stage, target afero.Fs, guard func(rel string, fi fs.FileInfo) error) *dirChain {
 	side := func(root afero.Fs) chainSide {
 		_, sub := root.(ports.Confiner)
 		return chainSide{root: root, sub: sub}
 	}
-	c := &dirChain{stage: side(stage)}
+	c := &dirChain{stage: side(stage), guard: guard}
 	if target != nil {
 		c.target = side(target)
 	}
@@ -206,7 +212,17 @@ func (c *dirChain) lookup(name string, s sideOf) (fs.FileInfo, error) {
 	if !ok {
 		return nil, fs.ErrNotExist
 	}
-	return h.lstat(name)
+	fi, err := h.lstat(name)
+	if err == nil && s == onTarget && c.guard != nil {
+		rel := name
+		if len(c.path) > 0 {
+			rel = string(c.path) + "/" + name
+		}
+		if err := c.guard(rel, fi); err != nil {
+			return nil, err
+		}
+	}
+	return fi, err
 }
 
 // push adds name below the deepest level.

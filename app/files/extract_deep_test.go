@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -535,4 +536,74 @@ func (c *cancelAt) Read(p []byte) (int, error) {
 		c.cancel()
 	}
 	return n, err
+}
+
+// TestExtractTargetGuard: every entry of the target the extraction or the
+// merge looks at goes past the guard, by its path in the target, and the
+// guard's refusal is the answer: an entry replacing it, going through it,
+// or a link to it, and the move into place.
+func TestExtractTargetGuard(t *testing.T) {
+	refuse := func(rel string) bool { return rel == "keep" || strings.HasPrefix(rel, "keep/") }
+	setup := func(t *testing.T) (home, stage, target string) {
+		home = t.TempDir()
+		target = filepath.Join(home, "target")
+		stage = filepath.Join(target, stagePrefix+"x")
+		must(t, os.MkdirAll(filepath.Join(target, "keep"), 0o755))
+		must(t, os.WriteFile(filepath.Join(target, "keep", "secret"), []byte("s"), 0o600))
+		must(t, os.MkdirAll(filepath.Join(target, "open"), 0o755))
+		must(t, os.MkdirAll(stage, 0o755))
+		return home, stage, target
+	}
+	guard := func(seen *[]string) func(rel string, fi fs.FileInfo) error {
+		return func(rel string, fi fs.FileInfo) error {
+			*seen = append(*seen, rel)
+			if refuse(rel) {
+				return domain.PermissionDenied("guarded: " + rel)
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		entries []tarEntry
+	}{
+		{"replace it", []tarEntry{{name: "keep/secret", body: "x"}}},
+		{"go through it", []tarEntry{{name: "keep/secret/x", body: "x"}}},
+		{"link to it", []tarEntry{{name: "open/l", link: "../keep/secret", typ: tar.TypeSymlink}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stage, target := setup(t)
+			for _, handles := range []bool{false, true} {
+				var seen []string
+				host := newHandleHost()
+				var sv, tv afero.Fs = newHandleView(stage, host.n), newHandleView(target, host.n)
+				if !handles {
+					sv, _, _ = confine(afero.NewOsFs(), stage)
+					tv, _, _ = confine(afero.NewOsFs(), target)
+				}
+				x := &extraction{view: sv, target: tv, guardTarget: guard(&seen), limit: 1 << 20, ctx: context.Background()}
+				err := x.extract(tarEntries(bytes.NewReader(makeTar(t, tc.entries...)), nil))
+				wantErr(t, err, domain.KindPermissionDenied, "guarded: keep")
+				if !slices.ContainsFunc(seen, refuse) {
+					t.Errorf("seen %v", seen)
+				}
+			}
+		})
+	}
+	t.Run("the move into place", func(t *testing.T) {
+		home, stage, target := setup(t)
+		must(t, os.MkdirAll(filepath.Join(stage, "open", "new"), 0o755))
+		must(t, os.MkdirAll(filepath.Join(stage, "keep"), 0o755))
+		must(t, os.WriteFile(filepath.Join(stage, "keep", "secret"), []byte("x"), 0o644))
+		var seen []string
+		f := &Files{Fs: newHandleHost(), Home: home}
+		err := f.merge(stage, target, guard(&seen))
+		wantErr(t, err, domain.KindPermissionDenied, "guarded: keep")
+		if b, _ := os.ReadFile(filepath.Join(target, "keep", "secret")); string(b) != "s" {
+			t.Errorf("the guarded file was replaced: %q", b)
+		}
+		if !slices.ContainsFunc(seen, refuse) {
+			t.Errorf("seen %v", seen)
+		}
+	})
 }

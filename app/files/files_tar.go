@@ -119,11 +119,11 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 			if serr != nil || !fi.IsDir() {
 				return domain.FSUpload{}, fsError(target, err)
 			}
-			if err := f.merge(stage, target); err != nil {
+			if err := f.merge(stage, target, nil); err != nil {
 				return domain.FSUpload{}, err
 			}
 		}
-	} else if err := f.merge(stage, target); err != nil {
+	} else if err := f.merge(stage, target, nil); err != nil {
 		return domain.FSUpload{}, err
 	}
 	if result.Paths == nil {
@@ -174,7 +174,9 @@ func (f *Files) makeStage(target string, exists bool) (string, error) {
 // (extract_chain.go), and each entry is moved by one rename between the
 // two directories where the backend can (ports.DirRenamer): a deep tree
 // costs a step a directory, not a walk from the top for each entry.
-func (f *Files) merge(src, dst string) error {
+// guard, when set, judges each entry of dst met on the way
+// (dirChain.guard).
+func (f *Files) merge(src, dst string, guard func(rel string, fi fs.FileInfo) error) error {
 	sv, closeSrc, err := confine(f.Fs, src)
 	if err != nil {
 		return fsError(dst, err)
@@ -185,7 +187,7 @@ func (f *Files) merge(src, dst string) error {
 		return fsError(dst, err)
 	}
 	defer closeDst()
-	c := newChain(sv, dv)
+	c := newChain(sv, dv, guard)
 	defer c.close()
 	return f.mergeDir(c, src, dst)
 }
