@@ -24,7 +24,8 @@ import (
 // ports.Confiner view: os.Root on the host), each level gets its own, so
 // every lookup and write is one name in one directory. Elsewhere (memory,
 // afero's own OsFs in tests) a level's handle is the view and the level's
-// path in it, which those backends resolve without walking the disk.
+// path in it, which those backends resolve in one call (a map lookup; the
+// kernel's own walk), not one os.Root step an element.
 //
 // Handles are descriptors, so the chain keeps only those of the deepest
 // chainWindow levels and of every chainEvery-th level (checkpoints); a
@@ -32,7 +33,8 @@ import (
 // one. Work stays proportional to the levels moved, and one extraction
 // holds at most 2 × (chainWindow + depth/chainEvery) descriptors.
 //
-// A chain is owned by one extraction; close releases its handles.
+// A chain is owned by one extraction (or one merge); close releases its
+// handles.
 type dirChain struct {
 	stage, target chainSide // target.root nil: nothing to merge into
 	path          []byte    // the levels' names joined by "/"
