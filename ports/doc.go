@@ -13,8 +13,11 @@
 //
 // The filesystem port is afero.Fs itself and is not wrapped here; fs.go
 // names the optional abilities a backend adds, used by app/files (Confiner:
-// a confined view for archive extraction; HardLinker: hard links in it;
-// RegularOpener: opens that cannot block on a FIFO) and the free space of a filesystem (DiskSpace), all
-// implemented by adapters/fsys; secrets.go the daemon's own secrets
-// (Secrets), which app/files and app/processes refuse to touch.
+// a confined view for archive extraction, whose own views may confine
+// further, one directory handle each; HardLinker: hard links in it;
+// DirRenamer: one rename between two such views; RegularOpener: opens
+// that cannot block on a FIFO) and the free space of a filesystem
+// (DiskSpace), all implemented by adapters/fsys; secrets.go the daemon's
+// own secrets (Secrets), which app/files and app/processes refuse to
+// touch.
 package ports

@@ -14,6 +14,12 @@ import "github.com/spf13/afero"
 // Names in the view are relative to dir. Archive extraction writes only
 // through such a view. The caller calls close when done; the view is safe
 // for concurrent use until then.
+//
+// A view may itself be a Confiner (the host's are): confined to one of its
+// own subdirectories, named relative to it, it hands out a handle on that
+// directory, at the cost of one open, and each handle is closed on its
+// own. The extractor works deep in a tree through such handles, one name
+// at a time, instead of walking every path from the top.
 type Confiner interface {
 	Confine(dir string) (view afero.Fs, close func() error, err error)
 }
@@ -24,6 +30,17 @@ type Confiner interface {
 // stay inside it.
 type HardLinker interface {
 	LinkIfPossible(oldname, newname string) error
+}
+
+// DirRenamer moves an entry from one view of a backend to another (views
+// its Confiner handed out, on one filesystem) as a single rename between
+// the two directories: each name is one path element of its own view, so
+// neither path is walked from the top, however deep the views are.
+// Upload-batch moves a stage deep into its target this way. It replaces
+// what newname holds as a rename does (a file, or an empty directory);
+// a view of another kind is an error.
+type DirRenamer interface {
+	RenameFrom(from afero.Fs, oldname, newname string) error
 }
 
 // RegularOpener opens a file for reading only when it is a regular file,

@@ -57,6 +57,10 @@ func TestAbilityContracts(t *testing.T) {
 	for name, newFs := range backends {
 		t.Run(name+"/confiner", func(t *testing.T) { porttest.ConfinerContract(t, newFs) })
 		t.Run(name+"/regular opener", func(t *testing.T) { porttest.RegularOpenerContract(t, newFs) })
+		if name != "memory" { // memory views are base paths: they have no handles to hand out
+			t.Run(name+"/confiner subviews", func(t *testing.T) { porttest.ConfinerSubviewContract(t, newFs) })
+			t.Run(name+"/dir renamer", func(t *testing.T) { porttest.DirRenamerContract(t, newFs) })
+		}
 	}
 	t.Run("statfs", func(t *testing.T) { porttest.DiskSpaceContract(t, Statfs{}, t.TempDir()) })
 }

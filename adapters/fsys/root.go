@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/afero"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
@@ -36,6 +37,7 @@ var (
 	_ ports.Confiner      = (*Root)(nil)
 	_ ports.RegularOpener = (*Root)(nil)
 	_ ports.HardLinker    = (*Root)(nil)
+	_ ports.DirRenamer    = (*Root)(nil)
 )
 
 // OpenRoot confines a filesystem to dir, which must exist. Close releases
@@ -65,11 +67,18 @@ func (r *Root) rel(op, name string) (string, error) {
 	if strings.IndexByte(name, 0) >= 0 {
 		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	p := name
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.dir, p)
+	if !filepath.IsAbs(name) {
+		// A relative name cleans to the same result alone as joined to
+		// the (clean, absolute) root directory, without copying the
+		// root's path on every call: a view deep in a tree has a long one,
+		// and the extractor works through such views one name at a time.
+		rel := filepath.Clean(name)
+		if rel == ".." || strings.HasPrefix(rel, "../") {
+			return "", &fs.PathError{Op: op, Path: name, Err: domain.ErrOutsideRoot}
+		}
+		return rel, nil
 	}
-	rel, ok := domain.RootRelative(r.dir, filepath.Clean(p))
+	rel, ok := domain.RootRelative(r.dir, filepath.Clean(name))
 	if !ok {
 		return "", &fs.PathError{Op: op, Path: name, Err: domain.ErrOutsideRoot}
 	}
@@ -139,7 +148,9 @@ func (r *Root) wrap(name string, f *os.File, err error) (afero.File, error) {
 }
 
 // Confine implements ports.Confiner: the view is an os.Root opened inside
-// this one, so it is confined to dir and, through it, to this root.
+// this one, so it is confined to dir and, through it, to this root. A
+// relative dir is taken from this root; confining a view to one of its
+// own subdirectories by name costs one open, however deep the view is.
 func (r *Root) Confine(dir string) (afero.Fs, func() error, error) {
 	rel, err := r.rel("open", dir)
 	if err != nil {
@@ -164,6 +175,45 @@ func (r *Root) LinkIfPossible(oldname, newname string) error {
 		return err
 	}
 	return r.fixLink(oldname, newname, newname, r.root.Link(oldRel, newRel))
+}
+
+// RenameFrom implements ports.DirRenamer with renameat(2) between the two
+// roots' directories: each name is one element, so nothing is resolved
+// but the two entries themselves (a rename never follows its last
+// element), and each directory is a handle os.Root opened inside its
+// root.
+func (r *Root) RenameFrom(from afero.Fs, oldname, newname string) error {
+	src, ok := from.(*Root)
+	if !ok {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fmt.Errorf("%T is not a view of this filesystem", from)}
+	}
+	for _, name := range []string{oldname, newname} {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrInvalid}
+		}
+	}
+	sd, err := src.root.Open(".")
+	if err != nil {
+		return src.fix(oldname, err)
+	}
+	defer sd.Close()
+	dd, err := r.root.Open(".")
+	if err != nil {
+		return r.fix(newname, err)
+	}
+	defer dd.Close()
+	if err := ignoringEINTR(func() error { return unix.Renameat(int(sd.Fd()), oldname, int(dd.Fd()), newname) }); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // OpenRegular implements ports.RegularOpener.

@@ -39,6 +39,13 @@ import (
 //     else stored as copies and counted again, so they cannot amplify;
 //   - free space is checked before each file and while writing (507).
 //
+// Work is proportional to the archive, whatever its depth: entries are
+// reached through a chain of handles on the directories already checked
+// (extract_chain.go), not by walking each path from the top; and the
+// depth itself is capped (--max-extract-depth). extract checks its context
+// between entries, inside long copies and between link checks, so a client
+// that leaves stops it.
+//
 // extract never removes what it wrote: callers extract into a fresh
 // directory (a stage) and remove it on any error.
 
@@ -53,19 +60,25 @@ var (
 
 // extraction is the state of one extract call.
 type extraction struct {
-	view    afero.Fs // the confined directory; names are relative to it
-	limit   int64    // logical bytes the archive may expand to
-	used    int64
-	guard   *spaceGuard // nil: no free-space check
-	ctx     context.Context
-	skipSym bool   // backends without links get no links (installs), instead of an error
-	format  string // "tar" (the default) or "zip", for messages
+	view     afero.Fs // the confined directory; names are relative to it
+	limit    int64    // logical bytes the archive may expand to
+	maxDepth int      // path elements an entry may have; 0: DefaultMaxDepth
+	used     int64
+	guard    *spaceGuard // nil: no free-space check
+	ctx      context.Context
+	skipSym  bool   // backends without links get no links (installs), instead of an error
+	format   string // "tar" (the default) or "zip", for messages
 
-	// target, when set, is where the extracted tree will be merged: it is
-	// consulted so that an entry conflicting with what is already there
-	// (a directory where a file goes, a link on the way) is refused before
-	// anything is moved.
-	target func(rel string) (fs.FileInfo, error)
+	// target, when set, is a confined view of where the extracted tree
+	// will be merged: it is consulted so that an entry conflicting with
+	// what is already there (a directory where a file goes, a link on the
+	// way) is refused before anything is moved.
+	target afero.Fs
+	// guardTarget, when set, judges each entry found in the target
+	// (dirChain.guard).
+	guardTarget func(rel string, fi fs.FileInfo) error
+
+	chain *dirChain // the way to the current entry's directory, on view and target
 
 	// base, when set, is where the entries finally land; their full paths
 	// there must be valid names too (checked up front, not at the move).
@@ -128,6 +141,11 @@ func (x *extraction) extract(next archiveReader) error {
 	if x.created == nil {
 		x.created = map[string]bool{}
 	}
+	if x.maxDepth <= 0 {
+		x.maxDepth = DefaultMaxDepth
+	}
+	x.chain = newChain(x.view, x.target, x.guardTarget)
+	defer x.chain.close()
 	for {
 		if err := x.ctx.Err(); err != nil {
 			return err
@@ -147,10 +165,6 @@ func (x *extraction) extract(next archiveReader) error {
 		}
 	}
 	return x.checkLinks()
-}
-
-func (x *extraction) lstat(rel string) (fs.FileInfo, error) {
-	return lstatOn(x.view, rel)
 }
 
 func lstatOn(fsys afero.Fs, p string) (fs.FileInfo, error) {
@@ -174,20 +188,58 @@ func (x *extraction) entry(e archiveEntry) error {
 	if first, _, _ := strings.Cut(rel, "/"); x.reserved != "" && strings.HasPrefix(first, x.reserved) {
 		return x.entryErr(e.name, "names starting with %q are reserved", x.reserved)
 	}
+	if depth := strings.Count(rel, "/") + 1; depth > x.maxDepth {
+		return x.entryErr(e.name, "%d path elements deep, past the limit of %d", depth, x.maxDepth)
+	}
 	if x.base != "" {
 		if err := domain.CheckPathLength(path.Join(x.base, rel)); err != nil {
 			return x.entryErr(e.name, "%v", err)
 		}
 	}
-	if err := x.checkParents(e.name, rel); err != nil {
-		return err
+	if e.kind == entrySymlink && x.skipSym {
+		if _, ok := x.view.(afero.Linker); !ok {
+			return nil
+		}
 	}
-	existing, err := x.lstat(rel)
+
+	// A hard link's source is checked first: the chain then moves on to
+	// the entry's own directory.
+	var src fs.FileInfo
+	var srcRel string
+	if e.kind == entryHardlink {
+		if srcRel, err = domain.TarEntryPath(e.link); err != nil || srcRel == "" {
+			return x.entryErr(e.name, "invalid hard link target %q", e.link)
+		}
+		srcDir, srcBase := splitRel(srcRel)
+		err := x.chain.to(srcDir, false)
+		if err == nil {
+			src, err = x.chain.lookup(srcBase, onStage)
+		}
+		if r, ok := errors.AsType[parentRefusal](err); ok {
+			return x.entryErr(e.name, "%v", r)
+		}
+		if err != nil || !src.Mode().IsRegular() {
+			return x.entryErr(e.name, "hard link target %q is not a regular file of the archive", e.link)
+		}
+	}
+
+	dir, base := splitRel(rel)
+	if err := x.chain.to(dir, true); err != nil {
+		if r, ok := errors.AsType[parentRefusal](err); ok {
+			return x.entryErr(e.name, "%v", r)
+		}
+		return fsError(e.name, err)
+	}
+	h, _, err := x.chain.top(onStage)
+	if err != nil {
+		return fsError(e.name, err)
+	}
+	existing, err := h.lstat(base)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fsError(e.name, err)
 	}
-	if err := x.checkTarget(e, rel); err != nil {
+	if err := x.checkTarget(e, base); err != nil {
 		return err
 	}
 
@@ -197,13 +249,16 @@ func (x *extraction) entry(e archiveEntry) error {
 			return x.entryErr(e.name, "a file of that name exists")
 		}
 		if isLink(existing) {
-			if err := x.view.Remove(rel); err != nil {
+			if err := h.fs.Remove(h.path(base)); err != nil {
 				return fsError(e.name, err)
 			}
 			delete(x.created, rel)
+			exists = false
 		}
-		if err := x.view.MkdirAll(rel, e.mode.Perm()|0o700); err != nil {
-			return fsError(e.name, err)
+		if !exists {
+			if err := h.fs.Mkdir(h.path(base), e.mode.Perm()|0o700); err != nil {
+				return fsError(e.name, err)
+			}
 		}
 
 	case entryFile:
@@ -216,21 +271,21 @@ func (x *extraction) entry(e archiveEntry) error {
 		if e.sparse {
 			return x.entryErr(e.name, "sparse files are not supported (create the archive without --sparse)")
 		}
-		if err := x.replaceable(e.name, rel, existing, exists); err != nil {
+		if err := x.replaceable(e.name, rel, h, base, existing, exists); err != nil {
 			return err
 		}
-		if err := x.writeFile(e.name, rel, io.LimitReader(e.body, e.size), e.size, filePerm(e.mode)); err != nil {
+		if err := x.writeFile(e.name, h, base, io.LimitReader(e.body, e.size), e.size, filePerm(e.mode)); err != nil {
 			return err
 		}
 		if !e.mtime.IsZero() {
-			_ = x.view.Chtimes(rel, e.mtime, e.mtime)
+			_ = h.fs.Chtimes(h.path(base), e.mtime, e.mtime)
 		}
 
 	case entrySymlink:
 		if err := domain.TarSymlinkTarget(rel, e.link); err != nil {
 			return x.entryErr(e.name, "%v", err)
 		}
-		linker, ok := x.view.(afero.Linker)
+		linker, ok := h.fs.(afero.Linker)
 		if !ok {
 			if x.skipSym {
 				return nil
@@ -240,13 +295,10 @@ func (x *extraction) entry(e archiveEntry) error {
 		if len(x.links) >= maxLinks {
 			return x.entryErr(e.name, "the archive has more than %d symbolic links", maxLinks)
 		}
-		if err := x.replaceable(e.name, rel, existing, exists); err != nil {
+		if err := x.replaceable(e.name, rel, h, base, existing, exists); err != nil {
 			return err
 		}
-		if err := x.view.MkdirAll(path.Dir(rel), 0o755); err != nil {
-			return fsError(e.name, err)
-		}
-		if err := linker.SymlinkIfPossible(e.link, rel); err != nil {
+		if err := linker.SymlinkIfPossible(e.link, h.path(base)); err != nil {
 			if errors.Is(err, afero.ErrNoSymlink) {
 				if x.skipSym {
 					return nil
@@ -259,38 +311,26 @@ func (x *extraction) entry(e archiveEntry) error {
 		x.links = append(x.links, createdLink{name: e.name, rel: rel, target: e.link})
 
 	case entryHardlink:
-		srcRel, err := domain.TarEntryPath(e.link)
-		if err != nil || srcRel == "" {
-			return x.entryErr(e.name, "invalid hard link target %q", e.link)
-		}
-		if err := x.checkParents(e.name, srcRel); err != nil {
+		if err := x.replaceable(e.name, rel, h, base, existing, exists); err != nil {
 			return err
 		}
-		fi, err := x.lstat(srcRel)
-		if err != nil || !fi.Mode().IsRegular() {
-			return x.entryErr(e.name, "hard link target %q is not a regular file of the archive", e.link)
-		}
-		if err := x.replaceable(e.name, rel, existing, exists); err != nil {
-			return err
-		}
+		// Both names from the top of the view: a walk of each path, once
+		// per hard link (the kernel, or os.Root, keeps both inside).
 		if hl, ok := x.view.(ports.HardLinker); ok {
-			if err := x.view.MkdirAll(path.Dir(rel), 0o755); err != nil {
-				return fsError(e.name, err)
-			}
 			if err := hl.LinkIfPossible(srcRel, rel); err == nil {
 				break // the same file: no space taken again
 			}
 		}
 		// A copy (memory, or a filesystem without hard links): it takes
 		// the space again, so it is counted again.
-		if err := x.charge(e.name, fi.Size()); err != nil {
+		if err := x.charge(e.name, src.Size()); err != nil {
 			return err
 		}
 		in, err := openRegular(x.view, srcRel)
 		if err != nil {
 			return fsError(e.name, err)
 		}
-		err = x.writeFile(e.name, rel, io.LimitReader(in, fi.Size()), fi.Size(), fi.Mode().Perm())
+		err = x.writeFile(e.name, h, base, io.LimitReader(in, src.Size()), src.Size(), src.Mode().Perm())
 		in.Close()
 		if err != nil {
 			return err
@@ -302,6 +342,16 @@ func (x *extraction) entry(e archiveEntry) error {
 	return nil
 }
 
+// splitRel splits a clean relative path into its directory ("" at the
+// top) and last element.
+func splitRel(rel string) (dir, base string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return "", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
 // charge counts n logical bytes against the limit, before they are written.
 func (x *extraction) charge(name string, n int64) error {
 	if n > x.limit-x.used {
@@ -311,21 +361,18 @@ func (x *extraction) charge(name string, n int64) error {
 	return nil
 }
 
-// writeFile writes exactly size bytes from r to rel.
-func (x *extraction) writeFile(name, rel string, r io.Reader, size int64, perm fs.FileMode) error {
+// writeFile writes exactly size bytes from r to base in the directory h.
+func (x *extraction) writeFile(name string, h dirHandle, base string, r io.Reader, size int64, perm fs.FileMode) error {
 	if err := x.guard.reserve(size); err != nil {
 		return err
 	}
-	if err := x.view.MkdirAll(path.Dir(rel), 0o755); err != nil {
-		return fsError(name, err)
-	}
-	f, err := x.view.Create(rel)
+	f, err := h.fs.Create(h.path(base))
 	if err != nil {
 		return fsError(name, err)
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	var w io.Writer = writerOnly{f}
+	var w io.Writer = ctxWriter{x.ctx, f}
 	if x.guard != nil {
 		w = x.guard.writer(w)
 	}
@@ -346,66 +393,48 @@ func (x *extraction) writeFile(name, rel string, r io.Reader, size int64, perm f
 		if _, ok := domain.AsError(err); ok {
 			return err
 		}
-		return fsError(name, err)
+		return fsError(name, err) // a context's error passes as it is
 	}
-	return x.view.Chmod(rel, perm)
+	return h.fs.Chmod(h.path(base), perm)
 }
 
-// replaceable clears the way for a file or link at rel: an old link or
-// file is removed (links are never written through); a directory stays and
-// is an error.
-func (x *extraction) replaceable(name, rel string, existing fs.FileInfo, exists bool) error {
+// ctxWriter stops a copy once its context is done: a large entry is
+// abandoned within one buffer of the client leaving. It hides
+// io.ReaderFrom, so io.CopyBuffer uses the pooled buffer.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
+// replaceable clears the way for a file or link at base in h: an old link
+// or file is removed (links are never written through); a directory stays
+// and is an error.
+func (x *extraction) replaceable(name, rel string, h dirHandle, base string, existing fs.FileInfo, exists bool) error {
 	if !exists {
 		return nil
 	}
 	if !isLink(existing) && existing.IsDir() {
 		return x.entryErr(name, "a directory of that name exists")
 	}
-	if err := x.view.Remove(rel); err != nil {
+	if err := h.fs.Remove(h.path(base)); err != nil {
 		return fsError(name, err)
 	}
 	delete(x.created, rel)
 	return nil
 }
 
-// checkParents refuses an entry whose existing parent directories include
-// a symbolic link or a non-directory, in the extraction directory or in
-// the target it will be merged into: writing through them could land
-// outside.
-func (x *extraction) checkParents(name, rel string) error {
-	parts := strings.Split(rel, "/")
-	for _, lstat := range []func(string) (fs.FileInfo, error){x.lstat, x.target} {
-		if lstat == nil {
-			continue
-		}
-		cur := ""
-		for _, part := range parts[:len(parts)-1] {
-			cur = path.Join(cur, part)
-			fi, err := lstat(cur)
-			if errors.Is(err, fs.ErrNotExist) {
-				break // the rest is created fresh
-			}
-			if err != nil {
-				return fsError(name, err)
-			}
-			if isLink(fi) {
-				return x.entryErr(name, "path passes through a symbolic link")
-			}
-			if !fi.IsDir() {
-				return x.entryErr(name, "a parent is not a directory")
-			}
-		}
-	}
-	return nil
-}
-
 // checkTarget refuses an entry that could not be merged into the target:
-// a file or link where a directory is, a directory where a file is.
-func (x *extraction) checkTarget(e archiveEntry, rel string) error {
-	if x.target == nil {
-		return nil
-	}
-	fi, err := x.target(rel)
+// a file or link where a directory is, a directory where a file is. The
+// chain is at the entry's directory.
+func (x *extraction) checkTarget(e archiveEntry, base string) error {
+	fi, err := x.chain.lookup(base, onTarget)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -423,64 +452,99 @@ func (x *extraction) checkTarget(e archiveEntry, rel string) error {
 
 // checkLinks verifies every link made, against the disk as extracted: a
 // lexical check cannot see that ".." after a link goes to the parent of the
-// link's target, nor where a link already in the target points. Two checks:
-// the link resolves inside the confined view (os.Root refuses a chain that
-// leaves), and a walk of its target where ".." may only leave a real
-// directory and links met on the way must be this archive's own.
+// link's target, nor where a link already in the target points. Each
+// link's target is walked from the link's directory (linkStaysInside);
+// the context is checked between links, as there may be many.
 func (x *extraction) checkLinks() error {
 	for _, l := range x.links {
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
 		if !x.created[l.rel] {
 			continue // replaced by a later entry
 		}
-		if _, err := x.view.Stat(l.rel); errors.Is(err, domain.ErrOutsideRoot) || !x.linkStaysInside(l) {
+		ok, err := x.linkStaysInside(l)
+		if err != nil {
+			return fsError(l.name, err)
+		}
+		if !ok {
 			return x.entryErr(l.name, "link target leaves the destination")
 		}
 	}
 	return nil
 }
 
-// linkStaysInside walks l's target from the link's directory. Elements are
-// "solid" when they are real directories; ".." may only leave a solid one.
-// A link met on the way must be one this extraction made (checked on its
-// own); links that were there before could point anywhere.
-func (x *extraction) linkStaysInside(l createdLink) bool {
-	type elem struct {
-		name  string
-		solid bool
-	}
-	var stack []elem
-	if dir := path.Dir(l.rel); dir != "." {
-		for _, part := range strings.Split(dir, "/") {
-			stack = append(stack, elem{part, true})
+// linkStaysInside walks l's target from the link's directory, on the
+// stage and, where the stage has nothing, on the target. While every
+// element so far is a real directory, ".." goes up one and a name is
+// looked up: a real directory goes on the walk, a link met there must be
+// one this extraction made (links that were there before could point
+// anywhere), and it, a file or a missing name ends what is looked at.
+// After such an element the rest is names only: a ".." there is refused,
+// since it would climb from wherever that element leads. So the walk
+// leaves only real directories it has seen, never goes above the top,
+// and each link it passes through is checked on its own: every link's
+// target stays inside, and none is followed here. One lookup per element
+// of the target, through the chain (at most 4095 bytes a target: the
+// host's symlink(2) refuses longer ones).
+func (x *extraction) linkStaysInside(l createdLink) (bool, error) {
+	dir, _ := splitRel(l.rel)
+	if err := x.chain.to(dir, false); err != nil {
+		// The link's own directory was checked when the entry was made;
+		// refused now, something changed it since.
+		if _, ok := errors.AsType[parentRefusal](err); ok {
+			return false, nil
 		}
+		return false, err
 	}
-	for _, part := range strings.Split(l.target, "/") {
-		switch part {
-		case "", ".":
+	through := false // past an element that is not a real directory
+	for part := range strings.SplitSeq(l.target, "/") {
+		switch {
+		case part == "" || part == ".":
 			continue
-		case "..":
-			if len(stack) == 0 || !stack[len(stack)-1].solid {
-				return false
+		case part == "..":
+			if through || len(x.chain.levels) == 0 {
+				return false, nil
 			}
-			stack = stack[:len(stack)-1]
+			x.chain.truncate(len(x.chain.levels) - 1)
+			continue
+		case through:
 			continue
 		}
-		names := make([]string, 0, len(stack)+1)
-		for _, e := range stack {
-			names = append(names, e.name)
+		fi, err := x.chain.lookup(part, onStage)
+		inStage := err == nil
+		if errors.Is(err, fs.ErrNotExist) {
+			fi, err = x.chain.lookup(part, onTarget)
 		}
-		p := path.Join(append(names, part)...)
-		fi, err := x.lstat(p)
-		if errors.Is(err, fs.ErrNotExist) && x.target != nil {
-			fi, err = x.target(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			through = true
+		case err != nil:
+			return false, err
+		case isLink(fi):
+			p := part
+			if d := x.chain.dir(); d != "" {
+				p = d + "/" + part
+			}
+			if !inStage || !x.created[p] {
+				return false, nil
+			}
+			through = true
+		case !fi.IsDir():
+			through = true
+		case !inStage:
+			x.chain.push(part, false, true)
+		default:
+			// A real directory of the stage; the target's, beneath it,
+			// only where the target has a real directory of that name.
+			tfi, err := x.chain.lookup(part, onTarget)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return false, err
+			}
+			x.chain.push(part, true, err == nil && tfi.IsDir() && !isLink(tfi))
 		}
-		solid := err == nil && fi.IsDir()
-		if err == nil && isLink(fi) && !x.created[p] {
-			return false
-		}
-		stack = append(stack, elem{part, solid})
 	}
-	return true
+	return true, nil
 }
 
 func filePerm(mode fs.FileMode) fs.FileMode {
@@ -491,6 +555,13 @@ func filePerm(mode fs.FileMode) fs.FileMode {
 	return perm | 0o600
 }
 
+// trailingDrain is how much of what follows a tar archive's end is read.
+// tar pads its output to 10 KiB records; reading an upload's body to its
+// end is also what lets the HTTP server watch the connection, and so
+// cancel the request's context if the client leaves while the links are
+// checked (until then, a body that is not read to its end hides that).
+const trailingDrain = 1 << 20
+
 // tarEntries reads a tar stream. A failure of the underlying reader
 // (tracked by src) is the upload's, reported as a readError; anything else
 // is a malformed archive.
@@ -499,6 +570,7 @@ func tarEntries(r io.Reader, src *trackedReader) archiveReader {
 	return func() (archiveEntry, error) {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			_, _ = io.CopyN(io.Discard, r, trailingDrain)
 			return archiveEntry{}, io.EOF
 		}
 		if err != nil {
@@ -603,7 +675,7 @@ func (l Limits) Unpack(ctx context.Context, fsys afero.Fs, src, kind, dst string
 		return err
 	}
 	defer f.Close()
-	x := &extraction{limit: l.maxExtract(), ctx: ctx, skipSym: true}
+	x := &extraction{limit: l.maxExtract(), maxDepth: l.maxDepth(), ctx: ctx, skipSym: true}
 	var next archiveReader
 	switch kind {
 	case "zip":

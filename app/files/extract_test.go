@@ -253,56 +253,75 @@ func FuzzExtract(f *testing.F) {
 	seed(tarEntry{name: "a", link: ".", typ: tar.TypeSymlink}, tarEntry{name: "b", link: "a/../x", typ: tar.TypeSymlink})
 	seed(tarEntry{name: strings.Repeat("n", 300), body: "x"})
 	seed(tarEntry{name: "../x", body: "x"}, tarEntry{name: "/abs", body: "x"})
+	// Deep enough to leave the chain's window of held handles.
+	deep := strings.Repeat("d/", 40)
+	seed(tarEntry{name: deep + "f", body: "x"}, tarEntry{name: "a/b", body: "y"}, tarEntry{name: deep + "up", link: strings.Repeat("../", 40) + "a", typ: tar.TypeSymlink},
+		tarEntry{name: "l", link: deep + "up/../..", typ: tar.TypeSymlink}, tarEntry{name: deep + "h", link: "a/b", typ: tar.TypeLink})
 	for _, name := range []string{"sparse-gnu.tar", "sparse-pax.tar"} {
 		if b, err := os.ReadFile("testdata/" + name); err == nil {
 			f.Add(b)
 		}
 	}
 	f.Fuzz(func(t *testing.T, archive []byte) {
-		box := path.Join(t.TempDir(), "box")
-		dst := path.Join(box, "dst")
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		const limit = 1 << 20
-		x := &extraction{limit: limit, ctx: context.Background()}
-		view, done, err := confine(afero.NewOsFs(), dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer done()
-		x.view = view
-		err = x.extract(tarEntries(bytes.NewReader(archive), nil))
-		entries, _ := os.ReadDir(box)
-		if len(entries) != 1 || entries[0].Name() != "dst" {
-			t.Fatalf("outside the target: %v", entries)
-		}
-		if x.used > limit {
-			t.Fatalf("counted %d bytes past the limit", x.used)
-		}
-		var size int64
-		_ = fs.WalkDir(os.DirFS(dst), ".", func(p string, d fs.DirEntry, werr error) error {
-			if werr != nil {
-				return nil
-			}
-			if d.Type()&fs.ModeSymlink != 0 {
-				// A failed extraction's stage is removed by its caller;
-				// a successful one must leave no link pointing out.
-				real, lerr := filepath.EvalSymlinks(path.Join(dst, p))
-				if err == nil && lerr == nil && real != dst && !strings.HasPrefix(real, dst+"/") {
-					t.Fatalf("link %s points out to %s", p, real)
-				}
-				return nil
-			}
-			if fi, ierr := d.Info(); ierr == nil && fi.Mode().IsRegular() {
-				size += fi.Size()
-			}
-			return nil
-		})
-		if size > limit {
-			t.Fatalf("%d bytes on disk past the %d limit", size, limit)
+		// Through a base path view, and through a view handing out
+		// handles on subdirectories as the daemon's do (extract_chain.go).
+		for _, handles := range []bool{false, true} {
+			fuzzExtractOnce(t, archive, handles)
 		}
 	})
+}
+
+func fuzzExtractOnce(t *testing.T, archive []byte, handles bool) {
+	box := path.Join(t.TempDir(), "box")
+	dst := path.Join(box, "dst")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 1 << 20
+	x := &extraction{limit: limit, ctx: context.Background(), maxDepth: 64}
+	view, done, err := confine(afero.NewOsFs(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	x.view = view
+	n := &handleCount{}
+	if handles {
+		x.view = newHandleView(dst, n)
+	}
+	err = x.extract(tarEntries(bytes.NewReader(archive), nil))
+	if n.open != 0 || n.doubleClose != 0 {
+		t.Fatalf("handles left open %d, closed twice %d", n.open, n.doubleClose)
+	}
+	entries, _ := os.ReadDir(box)
+	if len(entries) != 1 || entries[0].Name() != "dst" {
+		t.Fatalf("outside the target: %v", entries)
+	}
+	if x.used > limit {
+		t.Fatalf("counted %d bytes past the limit", x.used)
+	}
+	var size int64
+	_ = fs.WalkDir(os.DirFS(dst), ".", func(p string, d fs.DirEntry, werr error) error {
+		if werr != nil {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// A failed extraction's stage is removed by its caller;
+			// a successful one must leave no link pointing out.
+			real, lerr := filepath.EvalSymlinks(path.Join(dst, p))
+			if err == nil && lerr == nil && real != dst && !strings.HasPrefix(real, dst+"/") {
+				t.Fatalf("link %s points out to %s", p, real)
+			}
+			return nil
+		}
+		if fi, ierr := d.Info(); ierr == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	if size > limit {
+		t.Fatalf("%d bytes on disk past the %d limit", size, limit)
+	}
 }
 
 // TestUnpackEscapes: agent archives whose entries or links leave the

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // stagePrefix names the directories upload-batch extracts into before the
@@ -68,6 +69,7 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 	var result domain.FSUpload
 	x := &extraction{
 		limit:    f.extractLimit(),
+		maxDepth: f.maxDepth(),
 		ctx:      ctx,
 		base:     target,
 		reserved: stagePrefix,
@@ -79,19 +81,6 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 			}
 		},
 	}
-	if exists {
-		// What the archive would replace in the target: never a secret
-		// (the target itself was judged above; links on the way are
-		// refused by the extractor, so identity is enough here).
-		x.target = func(rel string) (fs.FileInfo, error) {
-			p := path.Join(target, rel)
-			fi, err := f.lstat(p)
-			if err == nil {
-				err = guardInfo(f.Secrets, p, fi)
-			}
-			return fi, err
-		}
-	}
 	if x.guard, err = newSpaceGuard(f.Space, f.MinFree, stage); err != nil {
 		return domain.FSUpload{}, err
 	}
@@ -100,8 +89,21 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 		return domain.FSUpload{}, fsError(target, err)
 	}
 	x.view = view
+	closeTarget := func() error { return nil }
+	// What the archive would replace in the target is never a secret (the
+	// target itself was judged above; links on the way are refused by the
+	// extractor, so identity is enough here). The final merge asks the same.
+	guard := func(rel string, fi fs.FileInfo) error { return guardInfo(f.Secrets, path.Join(target, rel), fi) }
+	x.guardTarget = guard
+	if exists {
+		if x.target, closeTarget, err = confine(f.Fs, target); err != nil {
+			closeView()
+			return domain.FSUpload{}, fsError(target, err)
+		}
+	}
 	err = x.extract(tarEntries(br, src))
 	closeView()
+	closeTarget()
 	if err != nil {
 		if src.err != nil {
 			return domain.FSUpload{}, fsError(target, &readError{src.err})
@@ -125,11 +127,11 @@ func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FS
 			if serr != nil || !fi.IsDir() {
 				return domain.FSUpload{}, fsError(target, err)
 			}
-			if err := f.merge(stage, target); err != nil {
+			if err := f.merge(stage, target, guard); err != nil {
 				return domain.FSUpload{}, err
 			}
 		}
-	} else if err := f.merge(stage, target); err != nil {
+	} else if err := f.merge(stage, target, guard); err != nil {
 		return domain.FSUpload{}, err
 	}
 	if result.Paths == nil {
@@ -175,32 +177,67 @@ func (f *Files) makeStage(target string, exists bool) (string, error) {
 // files and links replace files and links (never written through). src
 // may be inside dst (the stage of an existing target); it is not itself
 // among what is moved.
-func (f *Files) merge(src, dst string) error {
-	d, err := f.Fs.Open(src)
+//
+// Both trees are walked through one chain of directory handles
+// (extract_chain.go), and each entry is moved by one rename between the
+// two directories where the backend can (ports.DirRenamer): a deep tree
+// costs a step a directory, not a walk from the top for each entry.
+// guard, when set, judges each entry of dst met on the way
+// (dirChain.guard).
+func (f *Files) merge(src, dst string, guard func(rel string, fi fs.FileInfo) error) error {
+	sv, closeSrc, err := confine(f.Fs, src)
 	if err != nil {
 		return fsError(dst, err)
+	}
+	defer closeSrc()
+	dv, closeDst, err := confine(f.Fs, dst)
+	if err != nil {
+		return fsError(dst, err)
+	}
+	defer closeDst()
+	c := newChain(sv, dv, guard)
+	defer c.close()
+	return f.mergeDir(c, src, dst)
+}
+
+// mergeDir merges the chain's directory (a real directory on both sides)
+// and what is below it.
+func (f *Files) mergeDir(c *dirChain, src, dst string) error {
+	dir := c.dir()
+	h, _, err := c.top(onStage)
+	if err != nil {
+		return fsError(path.Join(dst, dir), err)
+	}
+	d, err := h.fs.Open(h.self())
+	if err != nil {
+		return fsError(path.Join(dst, dir), err)
 	}
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {
-		return fsError(dst, err)
+		return fsError(path.Join(dst, dir), err)
 	}
 	for _, name := range names {
-		s, t := path.Join(src, name), path.Join(dst, name)
-		si, err := f.lstat(s)
+		rel := name
+		if dir != "" {
+			rel = dir + "/" + name
+		}
+		t := path.Join(dst, rel)
+		if err := c.to(dir, false); err != nil { // back from a subdirectory
+			return fsError(t, err)
+		}
+		si, err := c.lookup(name, onStage)
 		if err != nil {
 			return fsError(t, err)
 		}
-		ti, err := f.lstat(t)
-		if err == nil {
-			err = guardInfo(f.Secrets, t, ti)
-		}
+		ti, err := c.lookup(name, onTarget)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
 			return fsError(t, err)
 		case si.IsDir() && ti.IsDir() && !isLink(ti):
-			if err := f.merge(s, t); err != nil {
+			c.push(name, true, true)
+			if err := f.mergeDir(c, src, dst); err != nil {
 				return err
 			}
 			continue
@@ -211,13 +248,36 @@ func (f *Files) merge(src, dst string) error {
 		case si.IsDir():
 			// The archive's directory replaces a link (links are never
 			// written through).
-			if err := f.Fs.Remove(t); err != nil {
+			th, _, err := c.top(onTarget)
+			if err == nil {
+				err = th.fs.Remove(th.path(name))
+			}
+			if err != nil {
 				return fsError(t, err)
 			}
 		}
-		if err := f.Fs.Rename(s, t); err != nil {
+		if err := f.move(c, name, path.Join(src, rel), t); err != nil {
 			return fsError(t, err)
 		}
 	}
 	return nil
+}
+
+// move renames name from the chain's directory in the stage to the same
+// in the target: between the two directory handles when the backend can,
+// else by the full paths (backends that resolve them without walking the
+// disk).
+func (f *Files) move(c *dirChain, name, from, to string) error {
+	sh, _, err := c.top(onStage)
+	if err != nil {
+		return err
+	}
+	th, _, err := c.top(onTarget)
+	if err != nil {
+		return err
+	}
+	if r, ok := th.fs.(ports.DirRenamer); ok && th.prefix == "" && sh.prefix == "" {
+		return r.RenameFrom(sh.fs, name, name)
+	}
+	return f.Fs.Rename(from, to)
 }

@@ -14,6 +14,9 @@ type Limits struct {
 	// MaxExtract bounds the logical size (holes included) one archive may
 	// expand to; 0 means DefaultMaxExtract.
 	MaxExtract int64
+	// MaxDepth bounds the path elements of one archive entry; 0 means
+	// DefaultMaxDepth.
+	MaxDepth int
 	// Space, when set, is asked for the free space before and while
 	// writing; a write that would leave less than MinFree bytes stops with
 	// insufficient_storage (507). MinFree is bytes, AutoMinFree for the
@@ -38,6 +41,22 @@ func (l Limits) maxExtract() int64 {
 	}
 	return l.MaxExtract
 }
+
+func (l Limits) maxDepth() int {
+	if l.MaxDepth <= 0 {
+		return DefaultMaxDepth
+	}
+	return l.MaxDepth
+}
+
+// DefaultMaxDepth bounds how many path elements one archive entry may
+// have when no limit is given: 1024. No project tree comes near it (the
+// deepest seen in practice, nested node_modules, stay under a hundred);
+// a 4095-byte path could hold 2048. The extractor's work per entry is
+// flat in the depth, but a hostile archive may jump between deep branches
+// or name long link targets, which costs up to one step per level: the
+// cap bounds that.
+const DefaultMaxDepth = 1024
 
 // AutoMinFree asks for the default free-space floor: 1 GiB or 5 % of the
 // filesystem, whichever is smaller (so a small disk is not "full" from the

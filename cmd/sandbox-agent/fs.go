@@ -13,13 +13,15 @@ import (
 )
 
 // fsLimits are the server flags bounding what writes may take from the
-// disk: --max-extract and --min-free.
+// disk: --max-extract, --max-extract-depth and --min-free.
 type fsLimits struct {
 	maxExtract, minFree int64
+	maxDepth            int
 }
 
 func (l *fsLimits) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&l.maxExtract, "max-extract", files.DefaultMaxExtract, "largest total size in bytes, holes included, one upload-batch or agent archive may expand to (413 past it)")
+	fs.IntVar(&l.maxDepth, "max-extract-depth", files.DefaultMaxDepth, "most path elements one upload-batch or agent archive entry may have (400 past it)")
 	fs.Int64Var(&l.minFree, "min-free", files.AutoMinFree, "bytes a PUT, extraction or install must leave free on its filesystem (507 otherwise); -1: 1 GiB or 5% of the filesystem, whichever is smaller; 0: no check")
 	setMin(fs, "min-free", "-1")
 }
@@ -27,7 +29,7 @@ func (l *fsLimits) register(fs *pflag.FlagSet) {
 // limits are the disk limits of the host filesystem, for Files and for
 // agent installs (the installer's agents.Disk).
 func (l fsLimits) limits() files.Limits {
-	return files.Limits{MaxExtract: l.maxExtract, Space: fsys.Statfs{}, MinFree: l.minFree}
+	return files.Limits{MaxExtract: l.maxExtract, MaxDepth: l.maxDepth, Space: fsys.Statfs{}, MinFree: l.minFree}
 }
 
 // newFilesystem builds the filesystem behind /v1/fs and /v1/config from
@@ -57,6 +59,9 @@ func newFilesystem(f *serverFlags, secrets ports.Secrets) (*files.Files, *files.
 	if abs, err := filepath.Abs(home); err == nil {
 		home = abs
 	}
+	if f.fsLimits.maxDepth < 1 {
+		return nil, nil, nil, usagef("--max-extract-depth must be at least 1, got %d", f.fsLimits.maxDepth)
+	}
 	switch {
 	case f.fsRoot != "":
 		if f.fsBackend != "os" {
@@ -75,7 +80,7 @@ func newFilesystem(f *serverFlags, secrets ports.Secrets) (*files.Files, *files.
 				return nil, nil, nil, fmt.Errorf("memory filesystem: %w", err)
 			}
 		}
-		fl := &files.Files{Fs: mem, Home: home, Limits: files.Limits{MaxExtract: f.fsLimits.maxExtract}, MaxUpload: f.maxUpload}
+		fl := &files.Files{Fs: mem, Home: home, Limits: files.Limits{MaxExtract: f.fsLimits.maxExtract, MaxDepth: f.fsLimits.maxDepth}, MaxUpload: f.maxUpload}
 		return fl, &files.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
 	case f.fsBackend == "os":
 		host := fsys.NewOS()
