@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -120,7 +121,7 @@ type Instances struct {
 	launcher Launcher
 	metrics  Metrics // read through Instances.Metrics
 
-	replay *replayPool // the budget all event logs share
+	replay *seqring.Pool // the budget all event logs share
 
 	mu       sync.Mutex
 	byID     map[string]*instance
@@ -142,7 +143,7 @@ func NewInstances(opts Options, runner ports.AgentRunner, launcher Launcher) *In
 		opts:     opts,
 		runner:   runner,
 		launcher: launcher,
-		replay:   newReplayPool(opts.ReplayTotal),
+		replay:   seqring.NewPool(opts.ReplayTotal),
 		byID:     map[string]*instance{},
 		creating: map[string]chan struct{}{},
 	}

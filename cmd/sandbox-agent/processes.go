@@ -17,6 +17,7 @@ import (
 // /v1/fs paths are, defaulting to the root.
 func newProcesses(f *serverFlags, fsys *files.Files, log *slog.Logger) *processes.Service {
 	opts := processes.Options{Logger: log}
+	f.limits.applyProcesses(&opts)
 	if f.fsBackend == "os" || f.fsRoot != "" {
 		opts.ResolveDir = fsys.Dir
 	}
