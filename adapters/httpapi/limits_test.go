@@ -17,7 +17,7 @@ import (
 // that keeps delivering is not, however long it takes in all.
 func TestReadIdle(t *testing.T) {
 	h := readIdle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := readLimited(r, 1<<20)
+		b, _, err := readCharged(r, 1<<20, nil)
 		if err != nil {
 			writeProblem(w, problemFor(r.Context(), err))
 			return
