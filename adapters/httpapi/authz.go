@@ -47,6 +47,7 @@ func route[I, O any](api huma.API, op huma.Operation, describe describeFunc, h f
 		op.Metadata = map[string]any{}
 	}
 	op.Metadata[metaDescribe] = describe
+	markJSONBody[I](&op)
 	huma.Register(api, op, h)
 }
 
@@ -112,6 +113,30 @@ func useAuth(api huma.API, cfg *Config) {
 			return
 		}
 		r, w := unwrap(hctx)
+		// A JSON body is read (charged, checked) after the chain has let
+		// the request through, except where describing it needs the body.
+		read := false
+		var charged int64
+		defer func() { cfg.inflight.give(charged) }()
+		readBody := func() bool {
+			read = true
+			if err := checkJSONBody(r, op); err != nil {
+				writeProblem(w, problemFor(hctx.Context(), err))
+				return false
+			}
+			b, n, err := readJSONBody(r, op, cfg.inflight)
+			charged += n
+			if err != nil {
+				writeProblem(w, problemFor(hctx.Context(), err))
+				return false
+			}
+			hctx = withPeekedBody(hctx, b)
+			return true
+		}
+		peek := op.Metadata[metaPeekBody] == true && isMediaType(r.Header.Get("Content-Type"), "application/json")
+		if peek && !readBody() {
+			return
+		}
 		if op.Metadata[metaDeferred] != true || !cfg.chain.HasPolicies() {
 			req := cfg.authRequest(r, op.Method, op.Path, op.OperationID)
 			if describe, ok := op.Metadata[metaDescribe].(describeFunc); ok {
@@ -124,8 +149,7 @@ func useAuth(api huma.API, cfg *Config) {
 			}
 			hctx = huma.WithContext(hctx, ctx)
 		}
-		if err := checkJSONBody(r, op); err != nil {
-			writeProblem(w, problemFor(hctx.Context(), err))
+		if !read && !readBody() {
 			return
 		}
 		next(hctx)
