@@ -94,6 +94,7 @@ func describeACPPost(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
 type authState struct {
 	action    domain.Action
 	principal string
+	instance  uint64 // the ACP instance judged (AuthRequest.Instance)
 }
 
 type authKey struct{}
@@ -257,7 +258,7 @@ func authorize(ctx context.Context, cfg *Config, req domain.AuthRequest) (contex
 	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, authKey{}, authState{action: req.Action, principal: out.Principal}), nil
+	return context.WithValue(ctx, authKey{}, authState{action: req.Action, principal: out.Principal, instance: req.Instance}), nil
 }
 
 // writeAuthProblem answers a refusal; a 401 says how to authenticate.

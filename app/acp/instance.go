@@ -33,6 +33,7 @@ type instance struct {
 	metrics   *Metrics // the owning Instances' counters
 	logger    *slog.Logger
 	routes    *routes // set for connections of ACP's standard transport
+	gen       uint64  // set once, when listed (Instances.mu), before anyone else sees it
 
 	writeMu  sync.Mutex
 	writeErr error // set once stdin is unusable
