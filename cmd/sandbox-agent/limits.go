@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -121,8 +120,10 @@ func (l *limitFlags) applyHTTP(cfg *httpapi.Config) {
 	cfg.ReadIdleTimeout = l.readIdleTimeout
 }
 
-func (l *limitFlags) listener(ln net.Listener) net.Listener {
-	return httpapi.LimitListener(ln, l.maxConns)
+// connLimit is --max-conns, shared by the listener (connections) and the
+// handler (HTTP/2 streams).
+func (l *limitFlags) connLimit() *httpapi.ConnLimit {
+	return httpapi.NewConnLimit(l.maxConns)
 }
 
 // setMemoryLimit gives the Go runtime the daemon's stated memory bound as
