@@ -8,6 +8,7 @@ package e2e
 // README's memory bound for the flags it runs with.
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -484,5 +485,67 @@ func TestFaultJudgedAgentRace(t *testing.T) {
 		if st, b := post("alice", "/v1/acp/"+conn, `{"jsonrpc":"2.0","id":7,"method":"probe"}`); st != 403 {
 			t.Fatalf("alice on /v1/acp/<connection>: %d %s", st, b)
 		}
+	}
+}
+
+// Issue 20: the fields the daemon reads inside params (the session id it
+// routes on) and in the JSON bodies it decodes (a move's destination, a
+// command) follow the top-level rule: a duplicate or a case variant that
+// Go's decoder would read into the same field is a 400 "ambiguous", before
+// anything acts on either (the daemon routed and checked A while the Go
+// mock acted on B).
+func TestFaultAmbiguousParams(t *testing.T) {
+	d := harness.Start(t, harness.Options{Args: []string{"--log-level", "info"}})
+	if st, b := d.Post("/v1/acp/amb?agent=mock", initMsg); st != 200 {
+		t.Fatalf("initialize: %d %s", st, b)
+	}
+	st, b := d.Post("/v1/acp/amb", `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	var res struct {
+		Result struct{ SessionID string } `json:"result"`
+	}
+	if st != 200 || json.Unmarshal(b, &res) != nil || res.Result.SessionID == "" {
+		t.Fatalf("session/new: %d %s", st, b)
+	}
+	sid := res.Result.SessionID
+	prompt := func(params string) string {
+		return `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{` + params + `,"prompt":[{"type":"text","text":"hi"}]}}`
+	}
+	for _, params := range []string{
+		`"sessionId":"` + sid + `","SESSIONID":"other"`,
+		`"sessionid":"other","sessionId":"` + sid + `"`,
+		"\"sessionId\":\"" + sid + "\",\"\u017fessionId\":\"other\"",
+		`"sessionId":"` + sid + `","sessionId":"other"`,
+	} {
+		st, b := d.Post("/v1/acp/amb", prompt(params))
+		if p := parseProblem(t, b); st != 400 || !strings.Contains(p.Detail, "ambiguous") || !strings.Contains(p.Detail, "params member") {
+			t.Fatalf("%s: %d %s", params, st, b)
+		}
+	}
+	// The same on a WebSocket: a JSON-RPC error, nothing forwarded.
+	c, _ := wsConnectTo(t, d, "mock")
+	c.send(t, `{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"a","SessionId":"b","prompt":[]}}`)
+	if got := c.readText(t, 10*time.Second); !strings.Contains(got, `"error"`) || !strings.Contains(got, "ambiguous") {
+		t.Fatalf("websocket: %s", got)
+	}
+
+	// JSON bodies the daemon decodes.
+	if st, _, b := d.Do("PUT", "/v1/fs/file?path=amb.txt", []byte("x")); st != 200 {
+		t.Fatalf("put: %d %s", st, b)
+	}
+	st, _, b = d.Do("POST", "/v1/fs/move", []byte(`{"from":"amb.txt","to":"a.txt","TO":"b.txt"}`), "Content-Type", "application/json")
+	if p := parseProblem(t, b); st != 400 || !strings.Contains(p.Detail, "ambiguous") {
+		t.Fatalf("move: %d %s", st, b)
+	}
+	if st, _, _ := d.Do("GET", "/v1/fs/stat?path=amb.txt", nil); st != 200 {
+		t.Fatalf("the refused move moved the file: stat %d", st)
+	}
+	st, _, b = d.Do("POST", "/v1/processes/run", []byte(`{"command":"true","Command":"false"}`), "Content-Type", "application/json")
+	if p := parseProblem(t, b); st != 400 || !strings.Contains(p.Detail, "ambiguous") {
+		t.Fatalf("run: %d %s", st, b)
+	}
+	// Maps match names exactly: variables differing by case are fine.
+	st, _, b = d.Do("POST", "/v1/processes/run", []byte(`{"command":"sh","args":["-c","echo $Ab$AB"],"env":{"Ab":"x","AB":"y"}}`), "Content-Type", "application/json")
+	if st != 200 || !strings.Contains(string(b), `"stdout":"xy\n"`) {
+		t.Fatalf("env by case: %d %s", st, b)
 	}
 }

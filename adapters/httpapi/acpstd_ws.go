@@ -213,8 +213,8 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config,
 			msg = "JSON-RPC batches are not supported"
 		case !json.Valid(data):
 			code, msg = -32700, "Parse error"
-		case errors.Is(err, domain.ErrAmbiguousKey):
-			msg = problemFor(ctx, err).Detail
+		case isAmbiguous(data):
+			msg = "Invalid Request: " + problemFor(ctx, err).Detail
 		}
 		wsReply(ctx, ws, cfg, nil, code, msg)
 		return false
@@ -242,6 +242,13 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config,
 		}
 	}
 	return false
+}
+
+// isAmbiguous reports whether a refused message was refused for an
+// ambiguous member (parsed again: only on this error path).
+func isAmbiguous(data []byte) bool {
+	_, err := domain.ParseFrame(data)
+	return errors.Is(err, domain.ErrAmbiguousKey)
 }
 
 // wsReply sends a JSON-RPC error response (id null when id is nil). The
