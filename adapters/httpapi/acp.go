@@ -87,6 +87,11 @@ func registerACP(api huma.API, cfg *Config) {
 		if err != nil {
 			return nil, err
 		}
+		compacted, err := chargeCompaction(cfg.inflight, body)
+		defer cfg.inflight.give(compacted)
+		if err != nil {
+			return nil, err
+		}
 		frame, err := domain.ParseFrame(body)
 		switch {
 		case errors.Is(err, domain.ErrNotObject):

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,13 +196,11 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger, data []byte, initialized *bool) bool {
 	// A message with raw line breaks is compacted into a copy: charged
 	// before it is made.
-	if bytes.ContainsAny(data, "\r\n") {
-		n := int64(len(data))
-		if !cfg.inflight.take(n) {
-			closeOverloaded(ws)
-			return true
-		}
-		defer cfg.inflight.give(n)
+	compacted, err := chargeCompaction(cfg.inflight, data)
+	defer cfg.inflight.give(compacted)
+	if err != nil {
+		closeOverloaded(ws)
+		return true
 	}
 	f, err := parseStdFrame(data)
 	if err != nil {

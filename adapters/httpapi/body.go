@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 
@@ -114,6 +115,20 @@ func readChargedFrom(r io.Reader, ceiling, first int64, budget *inflight) ([]byt
 			return nil, charged, err // 413 past limit; keeps a status override (408)
 		}
 	}
+}
+
+// chargeCompaction charges the copy domain.ParseFrame makes of a message
+// with raw line breaks (compacted onto one line), before it is made. It
+// returns what it charged (0 for a message without line breaks).
+func chargeCompaction(budget *inflight, data []byte) (int64, error) {
+	if !bytes.ContainsAny(data, "\r\n") {
+		return 0, nil
+	}
+	n := int64(len(data))
+	if !budget.take(n) {
+		return 0, budget.overloaded()
+	}
+	return n, nil
 }
 
 func tooLarge(limit int64) error {
