@@ -14,10 +14,11 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// inflight is the daemon-wide budget of ACP request bodies held in memory
-// (--inflight-bytes). Without it, many large POSTs to an agent that reads
-// nothing each hold their whole body while they wait for its stdin, and
-// the daemon's memory is whatever the clients choose.
+// inflight is the daemon-wide budget of request bodies and WebSocket
+// messages held in memory (--inflight-bytes). Without it, many large POSTs
+// (or messages) to an agent that reads nothing each hold their whole body
+// while they wait for its stdin, and the daemon's memory is whatever the
+// clients choose.
 type inflight struct {
 	max  int64
 	used atomic.Int64

@@ -38,8 +38,9 @@ type Config struct {
 	// MaxACPBody bounds one ACP POST body. Zero fields take DefaultConfig's
 	// value.
 	MaxACPBody int64
-	// InflightBytes bounds all ACP POST bodies held at once, from their
-	// first byte until they are answered (default 256 MiB; 503 past it).
+	// InflightBytes bounds the request bodies and WebSocket messages held
+	// at once, from their first byte until handled (an ACP POST until it
+	// is answered; default 256 MiB; 503, or close 1013, past it).
 	InflightBytes int64
 	// ReadIdleTimeout cuts a request body that delivers nothing for this
 	// long (408; default 60 s).

@@ -41,7 +41,7 @@ func (l *limitFlags) register(fs *pflag.FlagSet) {
 	d, h := acp.DefaultOptions(), httpapi.DefaultConfig()
 	fs.IntVar(&l.maxInstances, "max-instances", d.MaxInstances, "most live agents at once; one more POST to a new server id gets 429 too_many_instances")
 	fs.DurationVar(&l.exitedTTL, "exited-ttl", d.ExitedTTL, "how long an exited instance stays listed with its stderr tail and replay (at most "+strconv.Itoa(d.MaxExited)+" of them)")
-	fs.Int64Var(&l.inflightBytes, "inflight-bytes", h.InflightBytes, "budget in bytes for all ACP POST bodies held until answered; past it 503 overloaded")
+	fs.Int64Var(&l.inflightBytes, "inflight-bytes", h.InflightBytes, "budget in bytes for request bodies and WebSocket messages held until handled (ACP POSTs until answered); past it 503 overloaded, or a WebSocket closed with 1013")
 	fs.Int64Var(&l.replayTotal, "replay-total", d.ReplayTotal, "budget in bytes for all replay buffers together; past it the largest lose their oldest events")
 	fs.DurationVar(&l.readIdleTimeout, "read-idle-timeout", h.ReadIdleTimeout, "cut a request body that delivers nothing for this long (408)")
 	fs.IntVar(&l.maxConns, "max-conns", 4096, "most client connections (and HTTP/2 streams) open at once; more are answered 503 and closed")
