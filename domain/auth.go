@@ -40,6 +40,12 @@ type AuthRequest struct {
 	// Principal is who an earlier policy in the chain authenticated the
 	// request as ("" when none did yet).
 	Principal string `json:"principal,omitempty"`
+	// Instance is the generation of the ACP instance ServerID named when
+	// the request was described (0: none, so the POST is a start). It is
+	// not shown to policies: the daemon carries it from the decision to
+	// the execution, so a POST judged on one instance never runs on
+	// another, or on one started meanwhile under the id.
+	Instance uint64 `json:"-"`
 }
 
 // AllActions returns Action followed by Implies.

@@ -66,6 +66,9 @@ var (
 	// names case-insensitively and keeps the last duplicate, JSON.parse
 	// keeps the last exact match: refusing both keeps the method and id the
 	// daemon (and every policy) sees equal to what the agent acts on.
+	//
+	// The same holds inside params for the members the daemon reads there
+	// (paramKeys: the session id it routes on).
 	ErrAmbiguousKey = errors.New("ambiguous JSON-RPC member")
 )
 
@@ -73,18 +76,28 @@ var (
 // the order of the bits of peekValid's seen mask.
 var rpcKeys = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
 
+// paramKeys are the members of a params object the daemon reads, whose
+// reading must be as unambiguous as the top-level ones: the session id
+// ACP's standard transport routes on (SessionID).
+var paramKeys = [...]string{"sessionId"}
+
 // AmbiguousKeyError says which member made a frame ambiguous. It matches
 // ErrAmbiguousKey with errors.Is.
 type AmbiguousKeyError struct {
 	Key       string // as written in the frame (after unescaping)
 	Duplicate bool   // the exact member appears twice; else a case variant
+	In        string // "params" for a member of params; "" at the top level
 }
 
 func (e *AmbiguousKeyError) Error() string {
-	if e.Duplicate {
-		return "member " + strconv.Quote(e.Key) + " appears more than once"
+	where, what := "member ", "a JSON-RPC member"
+	if e.In != "" {
+		where, what = e.In+" member ", "a member the daemon reads"
 	}
-	return "member " + strconv.Quote(e.Key) + " differs only in case from a JSON-RPC member"
+	if e.Duplicate {
+		return where + strconv.Quote(e.Key) + " appears more than once"
+	}
+	return where + strconv.Quote(e.Key) + " differs only in case from " + what
 }
 
 func (e *AmbiguousKeyError) Is(target error) bool { return target == ErrAmbiguousKey }
@@ -108,20 +121,40 @@ func ParseFrame(b []byte) (Frame, error) {
 	return peekValid(b)
 }
 
-// peekValid classifies b, which must already be valid JSON.
+// peekValid classifies b, which must already be valid JSON. It walks the
+// top-level members once, and the members of an object params in the same
+// pass (instead of skipping over it), so the params rule costs no second
+// scan of a large prompt.
 func peekValid(b []byte) (Frame, error) {
 	f := Frame{Data: b}
 	hasMethod := false
-	var seen uint8 // bit i: rpcKeys[i] was seen
-	err := eachMember(b, func(key, val []byte) error {
+	var seen uint8  // bit i: rpcKeys[i] was seen
+	var pseen uint8 // bit i: paramKeys[i] was seen in params
+	param := func(key []byte, vi int) (int, error) {
+		if k := paramKeyIndex(key); k >= 0 {
+			if pseen&(1<<k) != 0 {
+				return 0, &AmbiguousKeyError{Key: string(key), Duplicate: true, In: "params"}
+			}
+			pseen |= 1 << k
+		} else if len(key) <= 4*maxParamKey && foldsTo(key, paramKeys[:]) {
+			return 0, &AmbiguousKeyError{Key: string(key), In: "params"}
+		}
+		return skipValue(b, vi), nil
+	}
+	_, err := walkObject(b, skipSpace(b, 0), func(key []byte, vi int) (int, error) {
 		if k := rpcKeyIndex(key); k >= 0 {
 			if seen&(1<<k) != 0 {
-				return &AmbiguousKeyError{Key: string(key), Duplicate: true}
+				return 0, &AmbiguousKeyError{Key: string(key), Duplicate: true}
 			}
 			seen |= 1 << k
-		} else if len(key) <= 4*len("jsonrpc") && foldsToRPCKey(key) {
-			return &AmbiguousKeyError{Key: string(key)}
+		} else if len(key) <= 4*len("jsonrpc") && foldsTo(key, rpcKeys[:]) {
+			return 0, &AmbiguousKeyError{Key: string(key)}
 		}
+		if b[vi] == '{' && string(key) == "params" {
+			return walkObject(b, vi, param)
+		}
+		end := skipValue(b, vi)
+		val := b[vi:end]
 		switch string(key) {
 		case "id":
 			f.ID = val
@@ -133,11 +166,11 @@ func peekValid(b []byte) (Frame, error) {
 				if bytes.IndexByte(raw, '\\') < 0 {
 					f.Method = string(raw)
 				} else {
-					_ = json.Unmarshal(val, &f.Method)
+					f.Method = unquote(val)
 				}
 			}
 		}
-		return nil
+		return end, nil
 	})
 	if err != nil {
 		return Frame{}, err
@@ -158,12 +191,29 @@ func peekValid(b []byte) (Frame, error) {
 // eachMember calls fn with each top-level key (unescaped) and raw value of
 // the JSON object b, which must be valid JSON, in order; it stops at fn's
 // first error and returns it. It returns ErrNotObject when b is not an
-// object. ParseFrame and the session-id lookup both walk objects with it,
-// so a key is read the same way everywhere.
+// object. ParseFrame and the session-id lookup both walk objects with
+// walkObject, so a key is read the same way everywhere.
 func eachMember(b []byte, fn func(key, val []byte) error) error {
-	i := skipSpace(b, 0)
+	_, err := walkObject(b, skipSpace(b, 0), func(key []byte, vi int) (int, error) {
+		end := skipValue(b, vi)
+		return end, fn(key, b[vi:end])
+	})
+	return err
+}
+
+// EachMember is eachMember for other packages: the HTTP adapter checks
+// the JSON bodies it decodes with encoding/json by the same walk.
+func EachMember(b []byte, fn func(key, val []byte) error) error { return eachMember(b, fn) }
+
+// walkObject walks the members of the object starting at b[i] (b is valid
+// JSON), calling fn with each key (unescaped) and the index of its value;
+// fn returns the index just past the value (it may walk the value itself
+// rather than skip it) or an error, which stops the walk. walkObject
+// returns the index just past the object, or ErrNotObject when b[i] does
+// not start one.
+func walkObject(b []byte, i int, fn func(key []byte, vi int) (int, error)) (int, error) {
 	if i >= len(b) || b[i] != '{' {
-		return ErrNotObject
+		return i, ErrNotObject
 	}
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] != '}' {
@@ -181,13 +231,13 @@ func eachMember(b []byte, fn func(key, val []byte) error) error {
 		}
 		i = skipSpace(b, keyEnd)
 		i = skipSpace(b, i+1) // the colon
-		valEnd := skipValue(b, i)
-		if err := fn(key, b[i:valEnd]); err != nil {
-			return err
+		end, err := fn(key, i)
+		if err != nil {
+			return end, err
 		}
-		i = skipSpace(b, valEnd)
+		i = skipSpace(b, end)
 	}
-	return nil
+	return i + 1, nil
 }
 
 // rpcKeyIndex is the index of key in rpcKeys, or -1.
@@ -209,12 +259,31 @@ func rpcKeyIndex(key []byte) int {
 	return -1
 }
 
-// foldsToRPCKey reports whether key, which is not exactly one of rpcKeys,
-// equals one of them under Unicode case folding, the rule encoding/json
-// uses to match members to fields (so "ſ", U+017F, matches "s"). The caller
+// unquote decodes the JSON string v (rarely needed: an escaped method);
+// apart from peekValid so its pointer does not move the frame to the heap.
+func unquote(v []byte) string {
+	var s string
+	_ = json.Unmarshal(v, &s)
+	return s
+}
+
+// paramKeyIndex is the index of key in paramKeys, or -1.
+func paramKeyIndex(key []byte) int {
+	if string(key) == "sessionId" {
+		return 0
+	}
+	return -1
+}
+
+// maxParamKey is the length of the longest of paramKeys.
+const maxParamKey = len("sessionId")
+
+// foldsTo reports whether key, which is not exactly one of keys, equals
+// one of them under Unicode case folding, the rule encoding/json uses to
+// match members to fields (so "ſ", U+017F, matches "s"). The caller
 // bounds len(key): a folded rune is at most 4 bytes.
-func foldsToRPCKey(key []byte) bool {
-	for _, k := range rpcKeys {
+func foldsTo(key []byte, keys []string) bool {
+	for _, k := range keys {
 		if bytes.EqualFold(key, []byte(k)) {
 			return true
 		}

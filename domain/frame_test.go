@@ -49,6 +49,9 @@ func TestParseFrame(t *testing.T) {
 		{name: "key with escaped quote", in: `{"a\"id":1,"x\\":2}`, kind: FrameOther, noID: true},
 		{name: "key that is a prefix", in: `{"ids":1,"methods":"x"}`, kind: FrameOther, noID: true},
 		{name: "other members may repeat", in: `{"id":1,"x":1,"x":2,"X":3,"params":{"id":1,"ID":2,"id":3}}`, kind: FrameResponse, id: `1`},
+		{name: "params members the daemon does not read may repeat", in: `{"method":"p","params":{"sessionId":"s","prompt":1,"Prompt":2,"x":{"sessionId":1,"SESSIONID":2}}}`, kind: FrameNotification, noID: true, method: "p"},
+		{name: "params session id in an array is not read", in: `{"method":"p","params":[{"sessionId":"a","SessionId":"b"}]}`, kind: FrameNotification, noID: true, method: "p"},
+		{name: "params after a session id spelt exactly", in: `{"id":2,"method":"p","params":{"sessionId":"s","sessionIds":["t"]},"jsonrpc":"2.0"}`, kind: FrameRequest, id: `2`, method: "p"},
 		{name: "near names are not variants", in: `{"ids":1,"Methods":"x","jsonrpc2":0}`, kind: FrameOther, noID: true},
 		{name: "spaces and tabs kept", in: " \t{ \"id\" : 1 ,\t\"method\" : \"m\" } ", kind: FrameRequest, id: `1`, method: "m"},
 		{name: "LF compacted", in: "{\n  \"id\": 1,\n  \"method\": \"m\",\n  \"params\": {\"text\": \"a b\"}\n}\n", kind: FrameRequest, id: `1`, method: "m",
@@ -132,6 +135,12 @@ func TestParseFrameErrors(t *testing.T) {
 		{`{"m\u0045thod":"x"}`, ErrAmbiguousKey},
 		{"{\"param\u017f\":1}", ErrAmbiguousKey},    // U+017F long s folds to s
 		{"{\"j\xc5\xbfonrpc\":1}", ErrAmbiguousKey}, // the same, raw UTF-8
+		// Inside params, the session id the daemon routes on.
+		{`{"method":"session/prompt","params":{"sessionId":"A","SESSIONID":"B"}}`, ErrAmbiguousKey},
+		{`{"method":"session/prompt","params":{"sessionid":"B","sessionId":"A"}}`, ErrAmbiguousKey},
+		{"{\"method\":\"p\",\"params\":{\"sessionId\":\"A\",\"\u017fessionId\":\"B\"}}", ErrAmbiguousKey},
+		{`{"method":"p","params":{"sessionId":"A","sessionId":"B"}}`, ErrAmbiguousKey},
+		{`{"method":"p","params":{"sessionId":"A","s\u0045ssionId":"B"}}`, ErrAmbiguousKey},
 	}
 	for _, tt := range tests {
 		t.Run(strconv.Quote(tt.in), func(t *testing.T) {
@@ -226,6 +235,12 @@ func FuzzParseFrame(f *testing.F) {
 		"{\"method\":\"\xff\"}",
 		`{"method":"initialize","Method":"session/new"}`, `{"METHOD":"x"}`,
 		"{\"\u0130d\":1}", "{\"\u0131d\":1}", "{\"para\u212Ams\":1}", "{\"re\xc5\xbfult\":1}",
+		`{"method":"session/prompt","params":{"sessionId":"A","SESSIONID":"B"}}`,
+		`{"method":"session/prompt","params":{"sessionId":"A","sessionid":"B"}}`,
+		"{\"method\":\"p\",\"params\":{\"\xc5\xbfessionId\":\"B\",\"sessionId\":\"A\"}}",
+		`{"method":"p","params":{"sessionId":"A","sessionId":"B"}}`,
+		`{"method":"p","params":{"s\u0065ssionId":"A","x":{"SESSIONID":1}}}`,
+		`{"method":"p","params":[{"sessionId":"A","SessionId":"B"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -338,6 +353,41 @@ func ambiguous(t *testing.T, b []byte) bool {
 				return true
 			}
 		}
+		if key == "params" && ambiguousParams(t, skip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ambiguousParams is the reference for the params rule: a member of an
+// object params among the ones the daemon reads (sessionId) given twice,
+// or a member equal to one under case folding but not exactly.
+func ambiguousParams(t *testing.T, b []byte) bool {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return false // not an object: nothing is read in it
+	}
+	seen := false
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := tok.(string)
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case key == "sessionId" && seen:
+			return true
+		case key == "sessionId":
+			seen = true
+		case strings.EqualFold(key, "sessionId"):
+			return true
+		}
 	}
 	return false
 }
@@ -351,6 +401,7 @@ func agreeWithGo(t *testing.T, b []byte, fr Frame) {
 	var goMsg struct {
 		ID     json.RawMessage `json:"id"`
 		Method json.RawMessage `json:"method"`
+		Params json.RawMessage `json:"params"`
 	}
 	if err := json.Unmarshal(b, &goMsg); err != nil {
 		t.Fatalf("%q: Go struct decode: %v", b, err)
@@ -377,6 +428,21 @@ func agreeWithGo(t *testing.T, b []byte, fr Frame) {
 		}
 		if (dec.method != nil) != (fr.Kind == FrameRequest || fr.Kind == FrameNotification) {
 			t.Fatalf("%q: daemon kind %v, %s method %q", b, fr.Kind, dec.name, dec.method)
+		}
+	}
+	// The session id the daemon routes on is the one both agents read.
+	session, hasSession := SessionID(fr.Data)
+	var goParams struct {
+		SessionID *string `json:"sessionId"`
+	}
+	goOK := goMsg.Params != nil && json.Unmarshal(goMsg.Params, &goParams) == nil && goParams.SessionID != nil
+	var jsParams map[string]json.RawMessage
+	var jsSession string
+	jsOK := js["params"] != nil && json.Unmarshal(js["params"], &jsParams) == nil && jsParams["sessionId"] != nil &&
+		json.Unmarshal(jsParams["sessionId"], &jsSession) == nil
+	if goOK && jsOK && utf8.Valid(goMsg.Params) {
+		if !hasSession || session != *goParams.SessionID || session != jsSession {
+			t.Fatalf("%q: daemon session %q (%v), Go agent %q, JavaScript agent %q", b, session, hasSession, *goParams.SessionID, jsSession)
 		}
 	}
 }

@@ -87,6 +87,11 @@ func registerACP(api huma.API, cfg *Config) {
 		if err != nil {
 			return nil, err
 		}
+		compacted, err := chargeCompaction(cfg.inflight, body)
+		defer cfg.inflight.give(compacted)
+		if err != nil {
+			return nil, err
+		}
 		frame, err := domain.ParseFrame(body)
 		switch {
 		case errors.Is(err, domain.ErrNotObject):
@@ -101,15 +106,7 @@ func registerACP(api huma.API, cfg *Config) {
 				return nil, authError(ctx, err)
 			}
 		}
-		resp, err := cfg.Instances.Post(ctx, acp.PostRequest{
-			ServerID: in.ServerID,
-			Agent:    in.Agent,
-			HasAgent: in.req.URL.Query().Has("agent"),
-			Frame:    frame,
-			// Authorised to send to an existing instance: if it went away
-			// meanwhile, do not start a new one in its name.
-			NoStart: authOf(ctx).action == domain.ActionACPSend,
-		})
+		resp, err := postJudged(ctx, cfg, in, frame)
 		if err != nil {
 			return nil, err
 		}
@@ -169,6 +166,34 @@ func registerACP(api huma.API, cfg *Config) {
 		}
 		return &stderrOutput{ContentType: "text/plain; charset=utf-8", Body: []byte(tail)}, nil
 	})
+}
+
+// maxRedecide bounds how often a POST is judged again because its server
+// id's instance changed between the decision and the post.
+const maxRedecide = 3
+
+// postJudged posts frame as the chain judged it (acp.Judgement): on the
+// instance it was authorised against, or, judged as a start, only on an
+// instance of its own. When the id's instance changed in between (another
+// client started or replaced it), the request is described and decided
+// again on what is there now (a send to that instance, with its agent) and
+// posted with the new judgement; past maxRedecide it is a 409.
+func postJudged(ctx context.Context, cfg *Config, in *acpPostInput, frame domain.Frame) ([]byte, error) {
+	for try := 0; ; try++ {
+		resp, err := cfg.Instances.Post(ctx, acp.PostRequest{
+			ServerID: in.ServerID,
+			Agent:    in.Agent,
+			HasAgent: in.req.URL.Query().Has("agent"),
+			Frame:    frame,
+			Judged:   &acp.Judgement{Generation: authOf(ctx).instance},
+		})
+		if !errors.Is(err, acp.ErrInstanceChanged) || try == maxRedecide {
+			return resp, err
+		}
+		if ctx, err = authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
+			return nil, authError(ctx, err)
+		}
+	}
 }
 
 // withHeaders maps a handler's error to its problem inside the handler, for

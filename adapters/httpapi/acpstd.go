@@ -126,6 +126,11 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 	if err != nil {
 		return nil, err
 	}
+	compacted, err := chargeCompaction(cfg.inflight, body)
+	defer cfg.inflight.give(compacted)
+	if err != nil {
+		return nil, err
+	}
 	frame, err := parseStdFrame(body)
 	if err != nil {
 		return nil, err

@@ -88,7 +88,6 @@ func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Req
 		return
 	}
 	defer st.Close()
-	ws.SetReadLimit(cfg.MaxACPBody)
 
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -164,57 +163,89 @@ func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
 // be initialize (else the socket closes with 1002, as in the TypeScript
 // SDK's server); binary frames are ignored; what is not one JSON-RPC object
 // is answered with a JSON-RPC error, as are requests the daemon refuses.
+//
+// Each message is charged to --inflight-bytes as it arrives, as a POST
+// body is, and stays charged until it has been written to the agent's
+// stdin: one past --max-acp-body closes the socket with 1009, one that
+// finds the budget spent with 1013 (try again later).
 func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
 	initialized := false
 	for {
-		typ, data, err := ws.Read(ctx)
+		typ, data, charged, err := readWSMessage(ctx, ws, cfg.MaxACPBody, cfg.inflight)
 		if err != nil {
+			cfg.inflight.give(charged)
+			if isOverloaded(err) {
+				log.Info("websocket message refused: in-flight budget spent", "limit_bytes", cfg.inflight.max)
+				closeOverloaded(ws)
+			}
 			return
 		}
 		if typ != websocket.MessageText {
 			continue
 		}
-		f, err := parseStdFrame(data)
-		if err != nil {
-			code, msg := -32600, "Invalid Request"
-			switch {
-			case errors.Is(err, errBatch):
-				msg = "JSON-RPC batches are not supported"
-			case !json.Valid(data):
-				code, msg = -32700, "Parse error"
-			}
-			wsReply(ctx, ws, cfg, nil, code, msg)
-			continue
-		}
-		isInit := f.Kind == domain.FrameRequest && f.Method == "initialize"
-		if !initialized && !isInit {
-			ws.Close(websocket.StatusProtocolError, "first message must be initialize") //nolint:errcheck // closing anyway
+		done := wsHandle(ctx, ws, c, cfg, r, log, data, &initialized)
+		cfg.inflight.give(charged)
+		if done {
 			return
 		}
-		if initialized && isInit {
-			wsReply(ctx, ws, cfg, f.ID, -32600, "initialize is not allowed on an existing connection")
-			continue
+	}
+}
+
+// wsHandle forwards one text message; it reports whether the socket is
+// done (closed for a protocol error, or the budget spent).
+func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger, data []byte, initialized *bool) bool {
+	// A message with raw line breaks is compacted into a copy: charged
+	// before it is made.
+	compacted, err := chargeCompaction(cfg.inflight, data)
+	defer cfg.inflight.give(compacted)
+	if err != nil {
+		closeOverloaded(ws)
+		return true
+	}
+	f, err := parseStdFrame(data)
+	if err != nil {
+		code, msg := -32600, "Invalid Request"
+		switch {
+		case errors.Is(err, errBatch):
+			msg = "JSON-RPC batches are not supported"
+		case !json.Valid(data):
+			code, msg = -32700, "Parse error"
+		case isAmbiguous(data):
+			msg = "Invalid Request: " + problemFor(ctx, err).Detail
 		}
-		initialized = true
-		session, _ := domain.SessionID(f.Data)
-		_, err = authorizeACPStd(ctx, cfg, r, c.ID(), c.Agent(), f)
-		if err == nil {
-			// A frame counts against --inflight-bytes while it waits for
-			// the agent's stdin, as a POST body does.
-			if n := int64(len(data)); cfg.inflight.take(n) {
-				_, err = c.Post(ctx, f, session, false)
-				cfg.inflight.give(n)
-			} else {
-				err = cfg.inflight.overloaded()
-			}
-		}
-		if err != nil {
-			log.Debug("websocket message refused", "err", err)
-			if f.Kind == domain.FrameRequest {
-				wsReply(ctx, ws, cfg, f.ID, -32603, problemFor(ctx, err).Detail)
-			}
+		wsReply(ctx, ws, cfg, nil, code, msg)
+		return false
+	}
+	isInit := f.Kind == domain.FrameRequest && f.Method == "initialize"
+	if !*initialized && !isInit {
+		ws.Close(websocket.StatusProtocolError, "first message must be initialize") //nolint:errcheck // closing anyway
+		return true
+	}
+	if *initialized && isInit {
+		wsReply(ctx, ws, cfg, f.ID, -32600, "initialize is not allowed on an existing connection")
+		return false
+	}
+	*initialized = true
+	session, _ := domain.SessionID(f.Data)
+	_, err = authorizeACPStd(ctx, cfg, r, c.ID(), c.Agent(), f)
+	if err == nil {
+		// Held, and charged, until it is written to the agent's stdin.
+		_, err = c.Post(ctx, f, session, false)
+	}
+	if err != nil {
+		log.Debug("websocket message refused", "err", err)
+		if f.Kind == domain.FrameRequest {
+			wsReply(ctx, ws, cfg, f.ID, -32603, problemFor(ctx, err).Detail)
 		}
 	}
+	return false
+}
+
+// isAmbiguous reports whether a refused message was refused for an
+// ambiguous member (parsed again: only on this error path).
+func isAmbiguous(data []byte) bool {
+	_, err := domain.ParseFrame(data)
+	return errors.Is(err, domain.ErrAmbiguousKey)
 }
 
 // wsReply sends a JSON-RPC error response (id null when id is nil). The

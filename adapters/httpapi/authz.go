@@ -47,6 +47,7 @@ func route[I, O any](api huma.API, op huma.Operation, describe describeFunc, h f
 		op.Metadata = map[string]any{}
 	}
 	op.Metadata[metaDescribe] = describe
+	markJSONBody[I](&op)
 	huma.Register(api, op, h)
 }
 
@@ -93,6 +94,7 @@ func describeACPPost(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
 type authState struct {
 	action    domain.Action
 	principal string
+	instance  uint64 // the ACP instance judged (AuthRequest.Instance)
 }
 
 type authKey struct{}
@@ -112,6 +114,30 @@ func useAuth(api huma.API, cfg *Config) {
 			return
 		}
 		r, w := unwrap(hctx)
+		// A JSON body is read (charged, checked) after the chain has let
+		// the request through, except where describing it needs the body.
+		read := false
+		var charged int64
+		defer func() { cfg.inflight.give(charged) }()
+		readBody := func() bool {
+			read = true
+			if err := checkJSONBody(r, op); err != nil {
+				writeProblem(w, problemFor(hctx.Context(), err))
+				return false
+			}
+			b, n, err := readJSONBody(r, op, cfg.inflight)
+			charged += n
+			if err != nil {
+				writeProblem(w, problemFor(hctx.Context(), err))
+				return false
+			}
+			hctx = withPeekedBody(hctx, b)
+			return true
+		}
+		peek := op.Metadata[metaPeekBody] == true && isMediaType(r.Header.Get("Content-Type"), "application/json")
+		if peek && !readBody() {
+			return
+		}
 		if op.Metadata[metaDeferred] != true || !cfg.chain.HasPolicies() {
 			req := cfg.authRequest(r, op.Method, op.Path, op.OperationID)
 			if describe, ok := op.Metadata[metaDescribe].(describeFunc); ok {
@@ -124,8 +150,7 @@ func useAuth(api huma.API, cfg *Config) {
 			}
 			hctx = huma.WithContext(hctx, ctx)
 		}
-		if err := checkJSONBody(r, op); err != nil {
-			writeProblem(w, problemFor(hctx.Context(), err))
+		if !read && !readBody() {
 			return
 		}
 		next(hctx)
@@ -234,7 +259,7 @@ func authorize(ctx context.Context, cfg *Config, req domain.AuthRequest) (contex
 	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, authKey{}, authState{action: req.Action, principal: out.Principal}), nil
+	return context.WithValue(ctx, authKey{}, authState{action: req.Action, principal: out.Principal, instance: req.Instance}), nil
 }
 
 // writeAuthProblem answers a refusal; a 401 says how to authenticate.

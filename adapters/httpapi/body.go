@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 
@@ -10,7 +11,8 @@ import (
 // Request bodies are bounded in one place: limitBody is the one limiter
 // (a declared length over the limit is refused at once, a body that grows
 // past it fails the read with 413), used as a stream by the file uploads
-// and read whole by readCharged for ACP POSTs and config documents.
+// and read whole by readCharged, charged to --inflight-bytes, for ACP POSTs,
+// process input, config documents and the JSON bodies huma decodes.
 
 // limitBody returns the request body, bounded by limit bytes when limit is
 // positive: a declared length over it is refused at once, and a body that
@@ -45,12 +47,6 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readLimited reads a whole request body of at most limit bytes.
-func readLimited(r *http.Request, limit int64) ([]byte, error) {
-	b, _, err := readCharged(r, limit, nil)
-	return b, err
-}
-
 // readCharged reads a whole request body of at most limit bytes (limit > 0:
 // every caller has one) through limitBody, charging the buffer's capacity
 // to budget (when not nil) as it grows, before the bytes are read: 503
@@ -73,6 +69,22 @@ func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64,
 	if r.ContentLength >= 0 {
 		ceiling, first = r.ContentLength+1, 16<<10
 	}
+	b, charged, err := readChargedFrom(body, ceiling, first, budget)
+	if err != nil {
+		if _, ok := domain.AsError(err); !ok {
+			err = invalid("reading request body: %v", err)
+		}
+	}
+	return b, charged, err
+}
+
+// readChargedFrom reads r to its end into a buffer that starts at first
+// bytes and doubles up to ceiling, charging each growth to budget (when
+// not nil) before it is allocated: the overloaded error once the budget is
+// spent. r must end by itself before ceiling (a limit reader). It returns
+// the amount charged, also on error; r's own errors are returned as they
+// are. Request bodies and WebSocket messages are read through it.
+func readChargedFrom(r io.Reader, ceiling, first int64, budget *inflight) ([]byte, int64, error) {
 	var charged int64
 	grow := func(buf []byte) ([]byte, error) {
 		size := min(max(2*int64(cap(buf)), first), ceiling)
@@ -94,19 +106,29 @@ func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64,
 				return nil, charged, err
 			}
 		}
-		n, err := body.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			break
+			return buf, charged, nil
 		}
 		if err != nil {
-			if _, ok := domain.AsError(err); ok {
-				return nil, charged, err // 413 past limit; keeps a status override (408)
-			}
-			return nil, charged, invalid("reading request body: %v", err)
+			return nil, charged, err // 413 past limit; keeps a status override (408)
 		}
 	}
-	return buf, charged, nil
+}
+
+// chargeCompaction charges the copy domain.ParseFrame makes of a message
+// with raw line breaks (compacted onto one line), before it is made. It
+// returns what it charged (0 for a message without line breaks).
+func chargeCompaction(budget *inflight, data []byte) (int64, error) {
+	if !bytes.ContainsAny(data, "\r\n") {
+		return 0, nil
+	}
+	n := int64(len(data))
+	if !budget.take(n) {
+		return 0, budget.overloaded()
+	}
+	return n, nil
 }
 
 func tooLarge(limit int64) error {

@@ -85,7 +85,8 @@ func registerConfig(api huma.API, cfg *Config) {
 		if err := store.CheckMCP(in.Directory, in.name()); err != nil {
 			return nil, err
 		}
-		body, err := configBody(in.req)
+		body, charged, err := configBody(in.req, cfg.inflight)
+		defer cfg.inflight.give(charged)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +129,8 @@ func registerConfig(api huma.API, cfg *Config) {
 		if err := store.CheckSkills(in.Directory, in.name()); err != nil {
 			return nil, err
 		}
-		body, err := configBody(in.req)
+		body, charged, err := configBody(in.req, cfg.inflight)
+		defer cfg.inflight.give(charged)
 		if err != nil {
 			return nil, err
 		}
@@ -153,12 +155,14 @@ func registerConfig(api huma.API, cfg *Config) {
 	requiredInDocument(api, "skillName", "/v1/config/skills")
 }
 
-// configBody checks the media type and reads a config entry body.
-func configBody(r *http.Request) ([]byte, error) {
+// configBody checks the media type and reads a config entry body, charged
+// to the in-flight budget until the request is answered (the caller gives
+// back what it returns as charged, also on error).
+func configBody(r *http.Request, budget *inflight) ([]byte, int64, error) {
 	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
-		return nil, domain.UnsupportedMedia("expected Content-Type: application/json")
+		return nil, 0, domain.UnsupportedMedia("expected Content-Type: application/json")
 	}
-	return readLimited(r, maxConfigBody)
+	return readCharged(r, maxConfigBody, budget)
 }
 
 // configParseError: not JSON → 400, JSON of the wrong shape → 422, both

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -172,6 +171,7 @@ func registerFS(api huma.API, cfg *Config) {
 		Summary:     "Move or rename a file or directory",
 		Description: "An existing destination is replaced only with `overwrite: true`.",
 		Tags:        fsTags, Security: bearer,
+		Metadata: map[string]any{metaPeekBody: true},
 	}, describeMove, func(ctx context.Context, in *fsMoveInput) (*fsMoveOutput, error) {
 		from, to, err := files.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite != nil && *in.Body.Overwrite)
 		if err != nil {
@@ -222,24 +222,16 @@ func registerFS(api huma.API, cfg *Config) {
 		"/v1/fs/file", "/v1/fs/entry", "/v1/fs/mkdir", "/v1/fs/stat")
 }
 
-// describeMove peeks the move's JSON body (bounded by the operation's own
-// limit) for its two paths and puts it back for huma to read. A body that
-// is not JSON leaves the paths empty; the operation refuses it anyway.
+// describeMove reads the move's two paths from its JSON body, which the
+// middleware has read (charged and checked, metaPeekBody) before the
+// chain. A body that is not JSON leaves the paths empty; the operation
+// refuses it anyway.
 func describeMove(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
-	req, _ := unwrap(hctx)
 	var from, to string
-	if req.Body != nil && req.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(req.Body, moveBodyLimit+1))
-		rest := req.Body
-		req.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(b), rest), rest}
-		if err == nil && len(b) <= moveBodyLimit {
-			var v struct{ From, To string }
-			if json.Unmarshal(b, &v) == nil {
-				from, to = v.From, v.To
-			}
+	if b := peekedBody(hctx); b != nil {
+		var v struct{ From, To string }
+		if json.Unmarshal(b, &v) == nil {
+			from, to = v.From, v.To
 		}
 	}
 	c.FS(r, domain.ActionFSWrite, from, to)

@@ -14,10 +14,11 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// inflight is the daemon-wide budget of ACP request bodies held in memory
-// (--inflight-bytes). Without it, many large POSTs to an agent that reads
-// nothing each hold their whole body while they wait for its stdin, and
-// the daemon's memory is whatever the clients choose.
+// inflight is the daemon-wide budget of request bodies and WebSocket
+// messages held in memory (--inflight-bytes). Without it, many large POSTs
+// (or messages) to an agent that reads nothing each hold their whole body
+// while they wait for its stdin, and the daemon's memory is whatever the
+// clients choose.
 type inflight struct {
 	max  int64
 	used atomic.Int64
@@ -103,18 +104,65 @@ func bodyIdle(timeout time.Duration) error {
 	return withStatus(http.StatusRequestTimeout, domain.Timeout(msg))
 }
 
-// LimitListener caps the connections open at once (--max-conns). A
-// connection past the cap is answered at once with a 503 problem and
-// closed, rather than left waiting in the kernel's queue: the client learns
-// why, and the daemon holds nothing for it.
+// ConnLimit is --max-conns: the connections open at once, and the HTTP/2
+// streams being served, which count as connections do (a connection
+// multiplexing streams must not get past the limit one connection
+// holds). A connection past the limit is answered at once with a 503
+// problem and closed, rather than left waiting in the kernel's queue: the
+// client learns why, and the daemon holds nothing for it. A stream past
+// it is answered 503 overloaded with Retry-After before its handler runs:
+// it opens no file, reads no body.
+type ConnLimit struct {
+	max  int64
+	open atomic.Int64
+}
+
+// NewConnLimit returns a limit of max connections and streams.
+func NewConnLimit(max int) *ConnLimit { return &ConnLimit{max: int64(max)} }
+
+// take counts one more, or nothing when the limit is reached.
+func (l *ConnLimit) take() bool {
+	if l.open.Add(1) <= l.max {
+		return true
+	}
+	l.open.Add(-1)
+	return false
+}
+
+func (l *ConnLimit) release() { l.open.Add(-1) }
+
+// Listener caps the connections ln accepts.
+func (l *ConnLimit) Listener(ln net.Listener) net.Listener {
+	return &limitListener{Listener: ln, l: l}
+}
+
+// Streams counts each HTTP/2 request (a stream) being served against the
+// limit, as HTTP/1.1 requests are counted by their connection; past it the
+// stream is answered 503.
+func (l *ConnLimit) Streams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor < 2 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !l.take() {
+			writeProblem(w, connLimitProblem(l.max).withHeader("Retry-After", "1"))
+			return
+		}
+		defer l.release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// LimitListener caps the connections open at once (--max-conns), without
+// counting HTTP/2 streams (ConnLimit does both).
 func LimitListener(ln net.Listener, max int) net.Listener {
-	return &limitListener{Listener: ln, max: int64(max)}
+	return NewConnLimit(max).Listener(ln)
 }
 
 type limitListener struct {
 	net.Listener
-	max  int64
-	open atomic.Int64
+	l *ConnLimit
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -123,21 +171,26 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) <= l.max {
-			return &limitConn{Conn: c, l: l}, nil
+		if l.l.take() {
+			return &limitConn{Conn: c, l: l.l}, nil
 		}
-		l.open.Add(-1)
-		go refuseConn(c, l.max)
+		go refuseConn(c, l.l.max)
 	}
+}
+
+// connLimitProblem is the 503 of --max-conns (a connection or an HTTP/2
+// stream past it).
+func connLimitProblem(max int64) *Problem {
+	msg := "the daemon already has " + strconv.FormatInt(max, 10) + " connections and HTTP/2 streams open (--max-conns)"
+	return &Problem{Type: "urn:sandbox-agent:error:overloaded", Title: "Overloaded", Status: 503, Detail: "overloaded: " + msg,
+		Details: map[string]any{"message": msg}}
 }
 
 // refuseConn writes a 503 to a connection over the cap and closes it after
 // a short drain, so the client reads the answer instead of a reset.
 func refuseConn(c net.Conn, max int64) {
 	defer c.Close()
-	msg := "the daemon already has " + strconv.FormatInt(max, 10) + " connections open (--max-conns)"
-	body := (&Problem{Type: "urn:sandbox-agent:error:overloaded", Title: "Overloaded", Status: 503, Detail: "overloaded: " + msg,
-		Details: map[string]any{"message": msg}}).body()
+	body := connLimitProblem(max).body()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	_, err := c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)))
@@ -152,11 +205,11 @@ func refuseConn(c net.Conn, max int64) {
 
 type limitConn struct {
 	net.Conn
-	l    *limitListener
+	l    *ConnLimit
 	once sync.Once
 }
 
 func (c *limitConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(c.l.release)
 	return c.Conn.Close()
 }

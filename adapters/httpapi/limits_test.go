@@ -17,7 +17,7 @@ import (
 // that keeps delivering is not, however long it takes in all.
 func TestReadIdle(t *testing.T) {
 	h := readIdle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := readLimited(r, 1<<20)
+		b, _, err := readCharged(r, 1<<20, nil)
 		if err != nil {
 			writeProblem(w, problemFor(r.Context(), err))
 			return
@@ -96,4 +96,51 @@ func TestInflightBudget(t *testing.T) {
 func isKind(err error, kind string) bool {
 	p := problemFor(context.Background(), err)
 	return p.Type == "urn:sandbox-agent:error:"+kind
+}
+
+// HTTP/2 streams being served count against --max-conns as connections
+// do: past it a stream is answered 503 with Retry-After before its handler
+// runs; HTTP/1.1 requests are counted by their connection only.
+func TestConnLimitCountsStreams(t *testing.T) {
+	l := NewConnLimit(2)
+	if !l.take() { // the connection itself
+		t.Fatal("first slot refused")
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	ran := 0
+	h := l.Streams(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran++
+		if r.URL.Path == "/block" {
+			close(entered)
+			<-release
+		}
+	}))
+	h2 := func(path string) *http.Request {
+		r := httptest.NewRequest("GET", path, nil)
+		r.ProtoMajor, r.ProtoMinor, r.Proto = 2, 0, "HTTP/2.0"
+		return r
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), h2("/block"))
+	}()
+	<-entered
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, h2("/next"))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "--max-conns") || ran != 1 {
+		t.Fatalf("stream past the limit: %d %v %s (handler ran %d times)", rec.Code, rec.Header(), rec.Body, ran)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/http1", nil))
+	if rec.Code != 200 || ran != 2 {
+		t.Fatalf("an HTTP/1.1 request was counted: %d", rec.Code)
+	}
+	close(release)
+	<-done
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, h2("/again"))
+	if rec.Code != 200 || l.open.Load() != 1 {
+		t.Fatalf("after the first stream ended: %d, %d open", rec.Code, l.open.Load())
+	}
 }

@@ -290,7 +290,7 @@ func writeMetrics(w *bufio.Writer, s acp.MetricsSnapshot, m *httpMetrics) {
 	e.one(p+"replay_buffer_bytes", "gauge", "Bytes held in replay buffers, per-event overhead included.", i64(s.BufferedBytes))
 	e.one(p+"replay_buffer_events", "gauge", "Events held in replay buffers.", i64(int64(s.BufferedEvents)))
 	e.one(p+"replay_budget_bytes", "gauge", "Bytes charged to --replay-total: replay buffers plus agent lines being read.", i64(s.ReplayBudgetBytes))
-	e.one(p+"acp_inflight_body_bytes", "gauge", "ACP POST body bytes charged to --inflight-bytes (held until answered).", i64(m.inflightBytes()))
+	e.one(p+"acp_inflight_body_bytes", "gauge", "Request body and WebSocket message bytes charged to --inflight-bytes (held until handled).", i64(m.inflightBytes()))
 	e.one(p+"replay_gaps_total", "counter", "Replay gaps sent: a reader's position had been evicted from the buffer.", u64(s.ReplayGaps))
 	e.one(p+"sse_slow_subscribers_dropped_total", "counter", "Event streams cut because a write made no progress within the stream write timeout.", u64(m.slowDropped.Load()))
 

@@ -95,11 +95,14 @@ type procSize struct {
 
 type procResizeOutput struct{ Body procSize }
 
-// maxInputBody bounds the JSON body of an input request: the ceiling of
-// maxInputBytesPerRequest, base64-encoded, plus room for the envelope. The
-// configured limit is checked on the decoded bytes (413).
-func maxInputBody() int64 {
-	return int64(processes.DefaultCeiling().MaxInputBytesPerRequest)/3*4 + 64<<10
+// inputBodyLimit bounds the JSON body of an input request, and a terminal
+// frame: the configured maxInputBytesPerRequest as JSON may carry it (utf8
+// data with every byte escaped as \u00XX takes six bytes a byte, base64
+// four for three) plus 4 KiB for the envelope. A body past it is refused
+// on its Content-Length, or as it grows, before it is held (413); the
+// configured limit itself is checked on the decoded bytes (413).
+func inputBodyLimit(svc *processes.Service) int64 {
+	return 6*int64(svc.Config().MaxInputBytesPerRequest) + 4<<10
 }
 
 func registerProcesses(api huma.API, cfg *Config) {
@@ -208,7 +211,10 @@ func registerProcesses(api huma.API, cfg *Config) {
 		Summary:     "Write to a process's stdin or terminal",
 		Description: "data is base64 unless encoding says utf8 or text. 413 past maxInputBytesPerRequest (decoded); 409 once the process has exited; 504 when the process reads nothing for 10 s.",
 		Tags:        procTags, Security: bearer,
-		MaxBodyBytes: maxInputBody(),
+		// The middleware reads the body first, bounded by the limit the
+		// configuration sets now (jsonbody.go); huma then reads that copy.
+		MaxBodyBytes: -1,
+		Metadata:     map[string]any{metaBodyLimit: func() int64 { return inputBodyLimit(svc) }},
 	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procInputInput) (*procInputOutput, error) {
 		enc := "base64"
 		if in.Body.Encoding != nil && *in.Body.Encoding != "" {

@@ -18,5 +18,6 @@ func writeProcessMetrics(e expo, s processes.MetricsSnapshot) {
 		e.sample(p+"process_exits_total", u64(x.Count), "code", x.Code, "signal", x.Signal)
 	}
 	e.one(p+"process_log_bytes", "gauge", "Bytes held in process logs, per-entry overhead included.", i64(s.LogBytes))
+	e.one(p+"process_log_budget_bytes", "gauge", "What the --process-log-total budget holds: every process log plus the output runs are capturing.", i64(s.LogBudgetBytes))
 	e.one(p+"process_log_gaps_total", "counter", "Log readers told their position had been evicted (live processes).", u64(s.LogGaps))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -115,7 +116,6 @@ func headerHasToken(h http.Header, name, token string) bool {
 
 func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.Conn, svc *processes.Service, id string, cfg *Config) {
 	defer c.CloseNow() //nolint:errcheck // idempotent
-	c.SetReadLimit(maxInputBody())
 	send := func(v any) error {
 		b, _ := json.Marshal(v)
 		wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
@@ -140,41 +140,26 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 		defer close(readerDone)
 		defer cancel()
 		for {
-			typ, b, err := c.Read(ctx)
+			// Read as it arrives, charged to --inflight-bytes until it
+			// is written to the terminal, bounded by the input limit the
+			// configuration sets now (1009 past it, 1013 when the budget
+			// is spent).
+			typ, b, charged, err := readWSMessage(ctx, c, inputBodyLimit(svc), cfg.inflight)
 			if err != nil {
+				cfg.inflight.give(charged)
+				if isOverloaded(err) {
+					closeOverloaded(c)
+				}
 				return
 			}
 			if typ != websocket.MessageText {
 				sendError("binary input is not supported; send JSON text frames")
 				continue
 			}
-			var fr terminalFrame
-			if err := json.Unmarshal(b, &fr); err != nil {
-				sendError("invalid terminal frame: " + err.Error())
-				continue
-			}
-			switch fr.Type {
-			case "input":
-				enc := fr.Encoding
-				if enc == "" {
-					enc = "utf8"
-				}
-				data, err := decodeInput(fr.Data, enc)
-				if err == nil {
-					_, err = svc.Input(ctx, id, data)
-				}
-				if err != nil {
-					sendError(clientMessage(err))
-				}
-			case "resize":
-				if err := svc.Resize(id, fr.Cols, fr.Rows); err != nil {
-					sendError(clientMessage(err))
-				}
-			case "close":
-				c.Close(websocket.StatusNormalClosure, "") //nolint:errcheck
+			done := terminalFrameIn(ctx, c, svc, id, cfg, b, sendError)
+			cfg.inflight.give(charged)
+			if done {
 				return
-			default:
-				sendError("unknown terminal frame type " + strconvQuote(fr.Type))
 			}
 		}
 	}()
@@ -212,6 +197,51 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 			}
 		}
 	}
+}
+
+// terminalFrameIn handles one client frame of a terminal socket; it
+// reports whether the socket is done (closed, or the budget spent).
+func terminalFrameIn(ctx context.Context, c *websocket.Conn, svc *processes.Service, id string, cfg *Config, b []byte, sendError func(string)) bool {
+	// Decoding holds the data twice more (the string, then its bytes).
+	extra := decodeCost * int64(len(b))
+	if !cfg.inflight.take(extra) {
+		closeOverloaded(c)
+		return true
+	}
+	defer cfg.inflight.give(extra)
+	if err := checkJSONMembers(b, reflect.TypeFor[terminalFrame]()); err != nil {
+		sendError(clientMessage(err))
+		return false
+	}
+	var fr terminalFrame
+	if err := json.Unmarshal(b, &fr); err != nil {
+		sendError("invalid terminal frame: " + err.Error())
+		return false
+	}
+	switch fr.Type {
+	case "input":
+		enc := fr.Encoding
+		if enc == "" {
+			enc = "utf8"
+		}
+		data, err := decodeInput(fr.Data, enc)
+		if err == nil {
+			_, err = svc.Input(ctx, id, data)
+		}
+		if err != nil {
+			sendError(clientMessage(err))
+		}
+	case "resize":
+		if err := svc.Resize(id, fr.Cols, fr.Rows); err != nil {
+			sendError(clientMessage(err))
+		}
+	case "close":
+		c.Close(websocket.StatusNormalClosure, "") //nolint:errcheck
+		return true
+	default:
+		sendError("unknown terminal frame type " + strconvQuote(fr.Type))
+	}
+	return false
 }
 
 // presentedAuthorization is the bearer token a request presents, as an

@@ -38,8 +38,9 @@ type Config struct {
 	// MaxACPBody bounds one ACP POST body. Zero fields take DefaultConfig's
 	// value.
 	MaxACPBody int64
-	// InflightBytes bounds all ACP POST bodies held at once, from their
-	// first byte until they are answered (default 256 MiB; 503 past it).
+	// InflightBytes bounds the request bodies and WebSocket messages held
+	// at once, from their first byte until handled (an ACP POST until it
+	// is answered; default 256 MiB; 503, or close 1013, past it).
 	InflightBytes int64
 	// ReadIdleTimeout cuts a request body that delivers nothing for this
 	// long (408; default 60 s).
@@ -84,6 +85,9 @@ type Config struct {
 	HealthPublic bool
 	// Reloads, when set, are the SIGHUP reload counters /metrics shows.
 	Reloads *Reloads
+	// ConnLimit, when set, counts HTTP/2 streams against the connection
+	// limit its Listener enforces (--max-conns).
+	ConnLimit *ConnLimit
 
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
@@ -152,8 +156,30 @@ func New(cfg Config) http.Handler {
 	h = requestContext(h, cfg.Logger)
 	h = hm.observe(h, mux)
 	h = readIdle(h, cfg.ReadIdleTimeout)
+	if cfg.ConnLimit != nil {
+		h = cfg.ConnLimit.Streams(h)
+	}
 	return h
 }
+
+// HTTP2Config bounds what one HTTP/2 connection may make the daemon hold:
+// 100 streams at once (a refused one is reset by the protocol; those
+// served count against --max-conns, see ConnLimit), frames of 16 KiB, the
+// protocol's own minimum, and 64 KiB of request body received and not yet
+// read per connection and per stream (flow control): without it a client
+// could park 1 MiB of unread body per connection, and read buffers of 1
+// MiB frames, on each of --max-conns connections.
+func HTTP2Config() *http.HTTP2Config {
+	return &http.HTTP2Config{
+		MaxConcurrentStreams:          MaxStreamsPerConn,
+		MaxReadFrameSize:              16 << 10,
+		MaxReceiveBufferPerConnection: 64 << 10,
+		MaxReceiveBufferPerStream:     64 << 10,
+	}
+}
+
+// MaxStreamsPerConn is the HTTP/2 streams one connection may have open.
+const MaxStreamsPerConn = 100
 
 // newChain assembles the auth chain from the parts the daemon has.
 func (c *Config) newChain() *authz.Chain {

@@ -44,8 +44,8 @@ type EventLog struct {
 	ring    seqring.Ring[Event] // the buffered events, oldest first
 	size    atomic.Int64        // ring.Bytes(), readable without mu (by the replay pool)
 	max     int64
-	pool    *replayPool  // nil for a log with no shared budget
-	wake    seqring.Wake // on append or close
+	pool    *seqring.Pool // the budget all logs share (--replay-total); nil for none
+	wake    seqring.Wake  // on append or close
 	closed  bool
 	cursors map[*Cursor]struct{}
 	ackWake seqring.Wake // on a cursor's ack or close
@@ -103,13 +103,14 @@ func (l *EventLog) appendTo(data []byte, stream string, wake bool) uint64 {
 	}
 	delta := l.ring.Bytes() - before
 	l.mu.Unlock()
-	l.pool.add(delta)
+	l.pool.Add(delta)
 	return seq
 }
 
-// evictFor drops the oldest events until at least want bytes are freed or
-// the log is empty, for the shared budget. It returns the bytes freed.
-func (l *EventLog) evictFor(want int64) int64 {
+// EvictFor drops the oldest events until at least want bytes are freed or
+// the log is empty, for the shared budget (seqring.Member). It returns the
+// bytes freed.
+func (l *EventLog) EvictFor(want int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	freed := l.ring.Free(want)
@@ -125,7 +126,7 @@ func (l *EventLog) Release() {
 	l.ring.Reset()
 	l.size.Store(0)
 	l.mu.Unlock()
-	l.pool.remove(l, freed)
+	l.pool.Leave(l, freed)
 }
 
 // Close ends every reader and releases flush barriers. Appending after
@@ -327,112 +328,14 @@ func (l *EventLog) WaitFlushed(ctx context.Context, seq uint64, timeout time.Dur
 	}
 }
 
-// replayPool is the budget all event logs share (--replay-total). Logs
-// report their growth after each append; past the budget the oldest events
-// of the largest logs go first, so one busy instance cannot push every
-// other one's history out.
-type replayPool struct {
-	max   int64
-	total atomic.Int64
-
-	mu   sync.Mutex // one enforcer at a time; guards logs. Taken before a log's mu.
-	logs map[*EventLog]struct{}
-}
-
-func newReplayPool(max int64) *replayPool {
-	return &replayPool{max: max, logs: map[*EventLog]struct{}{}}
-}
-
-// newLog returns an event log of maxBytes that draws on the pool.
-func (p *replayPool) newLog(maxBytes int64) *EventLog {
+// newPooledLog returns an event log of maxBytes that draws on pool, the
+// budget all event logs share (--replay-total).
+func newPooledLog(pool *seqring.Pool, maxBytes int64) *EventLog {
 	l := NewEventLog(maxBytes)
-	l.pool = p
-	p.mu.Lock()
-	p.logs[l] = struct{}{}
-	p.mu.Unlock()
+	l.pool = pool
+	pool.Join(l)
 	return l
 }
 
-// add records a log's growth (or shrinkage) and enforces the budget. It is
-// called without the log's lock held.
-func (p *replayPool) add(delta int64) {
-	if p == nil || delta == 0 {
-		return
-	}
-	if p.total.Add(delta) > p.max {
-		p.enforce()
-	}
-}
-
-// reserve charges n bytes that are not in a log yet (a line being read),
-// evicting from the logs to make room. It reports false, charging nothing,
-// when there is no room even with every log empty.
-func (p *replayPool) reserve(n int64) bool {
-	if p == nil {
-		return true
-	}
-	if p.total.Add(n) > p.max {
-		p.enforce()
-		if p.total.Load() > p.max {
-			p.total.Add(-n)
-			return false
-		}
-	}
-	return true
-}
-
-// release gives back what reserve charged.
-func (p *replayPool) release(n int64) {
-	if p != nil && n != 0 {
-		p.total.Add(-n)
-	}
-}
-
-func (p *replayPool) remove(l *EventLog, freed int64) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	delete(p.logs, l)
-	p.mu.Unlock()
-	p.total.Add(-freed)
-}
-
-// enforce evicts from the largest log until the pool is within budget,
-// taking each log down to the size of the next largest at most, so the
-// largest logs shrink together.
-func (p *replayPool) enforce() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for {
-		over := p.total.Load() - p.max
-		if over <= 0 {
-			return
-		}
-		var largest *EventLog
-		var first, second int64
-		for l := range p.logs {
-			switch b := l.size.Load(); {
-			case b > first:
-				largest, second, first = l, first, b
-			case b > second:
-				second = b
-			}
-		}
-		if largest == nil {
-			return
-		}
-		want := min(over, first-second)
-		if want <= 0 {
-			want = over
-		}
-		freed := largest.evictFor(want)
-		p.total.Add(-freed)
-		if freed == 0 {
-			return
-		}
-	}
-}
-
-// Total is the bytes buffered by every log of the pool.
-func (p *replayPool) Total() int64 { return p.total.Load() }
+// Size is what the log holds (seqring.Member).
+func (l *EventLog) Size() int64 { return l.size.Load() }

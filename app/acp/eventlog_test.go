@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 )
 
 // evt is an event payload of exactly n bytes (n >= 2).
@@ -140,8 +142,8 @@ func TestEventLogBudget(t *testing.T) {
 // first, and the total never stays above it.
 func TestReplayPoolTotal(t *testing.T) {
 	const per = 100 + eventOverhead
-	p := newReplayPool(10 * per)
-	small, large := p.newLog(1<<20), p.newLog(1<<20)
+	p := seqring.NewPool(10 * per)
+	small, large := newPooledLog(p, 1<<20), newPooledLog(p, 1<<20)
 	for range 3 {
 		small.Append(evt(100))
 	}
@@ -169,8 +171,8 @@ func TestReplayPoolTotal(t *testing.T) {
 	}
 	small.Release()
 	large.Release()
-	if p.Total() != 0 || len(p.logs) != 0 {
-		t.Fatalf("after release: total %d, %d logs", p.Total(), len(p.logs))
+	if p.Total() != 0 || p.Members() != 0 {
+		t.Fatalf("after release: total %d, %d logs", p.Total(), p.Members())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -26,12 +27,13 @@ type instance struct {
 	createdAt time.Time
 	proc      ports.AgentProcess
 	log       *EventLog
-	pool      *replayPool // the budget of the log and of lines being read
+	pool      *seqring.Pool // the budget of the log and of lines being read (--replay-total)
 	stderr    stderrTail
 	opts      *Options
 	metrics   *Metrics // the owning Instances' counters
 	logger    *slog.Logger
 	routes    *routes // set for connections of ACP's standard transport
+	gen       uint64  // set once, when listed (Instances.mu), before anyone else sees it
 
 	writeMu  sync.Mutex
 	writeErr error // set once stdin is unusable
@@ -65,14 +67,14 @@ type pendingResult struct {
 	err  error
 }
 
-func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, metrics *Metrics, now time.Time, pool *replayPool, onExit func(*instance), r *routes) *instance {
+func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, metrics *Metrics, now time.Time, pool *seqring.Pool, onExit func(*instance), r *routes) *instance {
 	in := &instance{
 		routes:     r,
 		id:         id,
 		agent:      agent,
 		createdAt:  now,
 		proc:       proc,
-		log:        pool.newLog(opts.ReplayBytes),
+		log:        newPooledLog(pool, opts.ReplayBytes),
 		pool:       pool,
 		onExit:     onExit,
 		opts:       opts,
@@ -105,7 +107,7 @@ func (in *instance) readStdout() {
 	r := bufio.NewReaderSize(in.proc.Stdout(), 64<<10)
 	var chunks [][]byte // a line longer than the reader's buffer, so far
 	var n, charged int64
-	defer func() { in.pool.release(charged) }()
+	defer func() { in.pool.Release(charged) }()
 	for {
 		chunk, err := r.ReadSlice('\n')
 		n += int64(len(chunk))
@@ -120,10 +122,10 @@ func (in *instance) readStdout() {
 			if err != bufio.ErrBufferFull {
 				need += size
 			}
-			if !in.pool.reserve(need) {
-				in.pool.release(charged)
+			if !in.pool.Reserve(need) {
+				in.pool.Release(charged)
 				charged = 0
-				in.stopForOutput("agent wrote a line the replay budget has no room for; stopping it", "replay_total_bytes", in.pool.max)
+				in.stopForOutput("agent wrote a line the replay budget has no room for; stopping it", "replay_total_bytes", in.pool.Max())
 				_, _ = io.Copy(io.Discard, r) // keep the agent unblocked while it stops
 				return
 			}
@@ -152,7 +154,7 @@ func (in *instance) readStdout() {
 		}
 		// The log charges what it keeps; the assembly's charge goes back
 		// first, so the two never count twice.
-		in.pool.release(charged)
+		in.pool.Release(charged)
 		charged = 0
 		in.handleLine(line)
 		if err != nil {

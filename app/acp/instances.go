@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -120,7 +122,7 @@ type Instances struct {
 	launcher Launcher
 	metrics  Metrics // read through Instances.Metrics
 
-	replay *replayPool // the budget all event logs share
+	replay *seqring.Pool // the budget all event logs share
 
 	mu       sync.Mutex
 	byID     map[string]*instance
@@ -131,8 +133,16 @@ type Instances struct {
 	// exited lists the exited instances still in byID, oldest exit first;
 	// each leaves after ExitedTTL (its timer) or when MaxExited is passed.
 	exited []*instance
-	closed bool
-	wg     sync.WaitGroup // instances being stopped
+	// lastGen numbers the instances as they are listed (instance.gen), so
+	// that a decision taken on one is never executed on another of the
+	// same id (PostRequest.Judged).
+	lastGen uint64
+	closed  bool
+	wg      sync.WaitGroup // instances being stopped
+
+	// onWait, when set (tests), is called when a post starts waiting for
+	// another post's bootstrap of the same id.
+	onWait func(id string)
 }
 
 // NewInstances wires the ACP use cases.
@@ -142,7 +152,7 @@ func NewInstances(opts Options, runner ports.AgentRunner, launcher Launcher) *In
 		opts:     opts,
 		runner:   runner,
 		launcher: launcher,
-		replay:   newReplayPool(opts.ReplayTotal),
+		replay:   seqring.NewPool(opts.ReplayTotal),
 		byID:     map[string]*instance{},
 		creating: map[string]chan struct{}{},
 	}
@@ -154,12 +164,42 @@ type PostRequest struct {
 	Agent    string       // the ?agent= query value
 	HasAgent bool         // whether ?agent= was given at all
 	Frame    domain.Frame // the classified body, sent to stdin unchanged
-	// NoStart refuses to bootstrap an instance (404 session_not_found):
-	// the request was authorised as acp.send to an existing instance, and
-	// one deleted meanwhile must not be started in its name.
-	NoStart bool
+	// Judged, when set, is what the auth chain decided on: the post runs
+	// only if reality still is what was judged (see Judgement). Nil
+	// (tests, callers without a chain) takes the instance as it is.
+	Judged *Judgement
 
 	routes *routes // for a connection of ACP's standard transport (Connect)
+}
+
+// Judgement is the instance a POST was authorised against, as Instance
+// reported it when the request was described: Generation 0 when the id had
+// no instance (the POST was judged as acp.start of the agent it asks
+// for), else the generation of the instance judged as acp.send (with the
+// agent it runs). The policies and the token check judged that; Post
+// executes exactly that or refuses:
+//
+//   - judged a start, and an instance appeared meanwhile (another client
+//     started one under the id, with an agent nobody checked for this
+//     request): ErrInstanceChanged, never delivered to it;
+//   - judged a send, and the instance is gone: 404 session_not_found,
+//     never a start in the sender's name;
+//   - judged a send, and the id now runs another instance (deleted and
+//     started again, maybe with another agent): ErrInstanceChanged.
+//
+// The caller may decide again on ErrInstanceChanged (describe the request
+// anew, run the chain, post with the new judgement).
+type Judgement struct {
+	Generation uint64
+}
+
+// ErrInstanceChanged is the refusal of a post whose server id no longer
+// has the instance it was authorised against (Judgement). It is a
+// conflict (409) whose cause matches this error with errors.Is.
+var ErrInstanceChanged = errors.New("the server id's instance changed while the request was authorised")
+
+func instanceChanged(id string) error {
+	return domain.Conflict("server '" + id + "' changed while the request was being authorised (another instance was started or replaced under it); retry").Because(ErrInstanceChanged)
 }
 
 // Post forwards a client frame, bootstrapping the instance on first use. It
@@ -187,9 +227,13 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 			if req.HasAgent && req.Agent != in.agent {
 				return nil, domain.Conflict("server '" + req.ServerID + "' already exists for agent '" + in.agent + "'; requested '" + req.Agent + "'")
 			}
+			if req.Judged != nil && req.Judged.Generation != in.gen {
+				return nil, instanceChanged(req.ServerID)
+			}
 			return in, nil
 		}
-		if req.NoStart {
+		if req.Judged != nil && req.Judged.Generation != 0 {
+			// Judged as a send to an instance that is gone: not a start.
 			s.mu.Unlock()
 			return nil, notFound(req.ServerID)
 		}
@@ -203,6 +247,9 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 		}
 		if wait, busy := s.creating[req.ServerID]; busy {
 			s.mu.Unlock()
+			if s.onWait != nil {
+				s.onWait(req.ServerID)
+			}
 			select {
 			case <-wait:
 				continue
@@ -231,6 +278,8 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 				in.stop(context.Background())
 				return nil, errShuttingDown
 			}
+			s.lastGen++
+			in.gen = s.lastGen
 			s.byID[req.ServerID] = in
 			if in.exitNoted { // it exited before it was listed
 				s.listExitedLocked(in)
@@ -379,12 +428,19 @@ func (s *Instances) List() []ServerInfo {
 
 // AgentOf returns the agent an instance runs, or "" for an unknown id.
 func (s *Instances) AgentOf(id string) string {
+	agent, _ := s.Instance(id)
+	return agent
+}
+
+// Instance returns the agent the instance of id runs and its generation
+// (see Judgement), or "" and 0 when id has no instance.
+func (s *Instances) Instance(id string) (agent string, generation uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if in := s.byID[id]; in != nil {
-		return in.agent
+		return in.agent, in.gen
 	}
-	return ""
+	return "", 0
 }
 
 // Stderr returns the buffered stderr tail of an instance.

@@ -12,9 +12,12 @@ import (
 
 // Instances is what the chain needs to know of the ACP instances.
 type Instances interface {
-	// AgentOf returns the agent an instance runs, or "" when the server id
-	// has no instance (so a POST to it would start one).
-	AgentOf(serverID string) string
+	// Instance returns the agent an instance runs and its generation, or
+	// "" and 0 when the server id has no instance (so a POST to it would
+	// start one). The generation tells one instance of an id from a later
+	// one: a POST carries the one it was judged on (AuthRequest.Instance),
+	// and is not run on another.
+	Instance(serverID string) (agent string, generation uint64)
 }
 
 // Agents is what the chain needs to know of agent resolution.
@@ -53,11 +56,11 @@ func (c *Chain) Plain(r *domain.AuthRequest, a domain.Action) { r.Action = a }
 // asked for.
 func (c *Chain) ACPPost(r *domain.AuthRequest, serverID, agent string) {
 	r.ServerID = serverID
-	if bound := c.agentOf(serverID); bound != "" {
-		r.Action, r.Agent = domain.ActionACPSend, bound
+	if bound, gen := c.instance(serverID); bound != "" {
+		r.Action, r.Agent, r.Instance = domain.ActionACPSend, bound, gen
 		return
 	}
-	r.Action, r.Agent = domain.ActionACPStart, agent
+	r.Action, r.Agent, r.Instance = domain.ActionACPStart, agent, 0
 	if c.Agents != nil && !c.Agents.Installed(agent) {
 		r.Implies = []domain.Action{domain.ActionAgentInstall}
 	}
@@ -110,10 +113,15 @@ func resolveFS(home, p string) string {
 }
 
 func (c *Chain) agentOf(serverID string) string {
+	agent, _ := c.instance(serverID)
+	return agent
+}
+
+func (c *Chain) instance(serverID string) (string, uint64) {
 	if c.Instances == nil || serverID == "" {
-		return ""
+		return "", 0
 	}
-	return c.Instances.AgentOf(serverID)
+	return c.Instances.Instance(serverID)
 }
 
 // Outcome is how a request was decided, for logs and metrics.

@@ -118,7 +118,12 @@ func TestChainRefusesRouteWithoutAction(t *testing.T) {
 
 type fakeInstances map[string]string
 
-func (f fakeInstances) AgentOf(id string) string { return f[id] }
+func (f fakeInstances) Instance(id string) (string, uint64) {
+	if f[id] == "" {
+		return "", 0
+	}
+	return f[id], uint64(len(id)) // a generation of its own per id
+}
 
 type fakeAgents map[string]bool
 

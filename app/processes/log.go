@@ -24,17 +24,26 @@ const chunkOverhead = 64
 //
 // The same storage as the ACP replay buffer (app/acp), app/internal/seqring,
 // without its flush barrier, which a process's output does not need.
+//
+// Every log draws on the daemon-wide pool (--process-log-total): past it
+// the oldest chunks of the largest logs go first, and their readers get a
+// gap, as ACP replay buffers do under --replay-total.
 type outputLog struct {
 	mu     sync.Mutex
 	ring   seqring.Ring[Chunk]
+	size   atomic.Int64 // ring.Bytes(), readable without mu (by the pool)
 	max    int64
-	wake   seqring.Wake // on append or close
+	pool   *seqring.Pool // nil: no shared budget
+	wake   seqring.Wake  // on append or close
 	closed bool
+	gone   bool // released: left the pool for good
 	gaps   atomic.Uint64
 }
 
-func newOutputLog(maxBytes int64) *outputLog {
-	return &outputLog{max: maxBytes, ring: seqring.New(chunkCost)}
+func newOutputLog(maxBytes int64, pool *seqring.Pool) *outputLog {
+	l := &outputLog{max: maxBytes, ring: seqring.New(chunkCost), pool: pool}
+	pool.Join(l)
+	return l
 }
 
 func chunkCost(c *Chunk) int64 {
@@ -45,25 +54,46 @@ func chunkCost(c *Chunk) int64 {
 // immutable once appended; readers share them.
 func (l *outputLog) append(c Chunk) {
 	l.mu.Lock()
+	if l.gone {
+		l.mu.Unlock()
+		return
+	}
+	before := l.ring.Bytes()
 	c.Seq = l.ring.Next()
 	l.ring.Push(c)
 	l.ring.Trim(l.max, 1) // the newest chunk stays, even over the budget
+	l.size.Store(l.ring.Bytes())
 	l.wake.Notify()
+	delta := l.ring.Bytes() - before
 	l.mu.Unlock()
+	l.pool.Add(delta)
 }
 
-// close ends every reader (the process was deleted).
+// close ends every reader and frees what the log holds (the process was
+// deleted or forgotten).
 func (l *outputLog) close() {
 	l.mu.Lock()
 	l.closed = true
+	l.gone = true
+	freed := l.ring.Bytes()
+	l.ring.Reset()
+	l.size.Store(0)
 	l.wake.Notify()
 	l.mu.Unlock()
+	l.pool.Leave(l, freed)
 }
 
-func (l *outputLog) size() int64 {
+// Size is what the log holds (seqring.Member).
+func (l *outputLog) Size() int64 { return l.size.Load() }
+
+// EvictFor drops the oldest chunks until want bytes are freed or none is
+// left, for the shared budget (seqring.Member).
+func (l *outputLog) EvictFor(want int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.ring.Bytes()
+	freed := l.ring.Free(want)
+	l.size.Store(l.ring.Bytes())
+	return freed
 }
 
 // errLogClosed is returned once the log is closed.

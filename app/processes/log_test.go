@@ -9,11 +9,11 @@ import (
 )
 
 func TestOutputLogBoundsAndGaps(t *testing.T) {
-	l := newOutputLog(3 * (10 + chunkOverhead))
+	l := newOutputLog(3*(10+chunkOverhead), nil)
 	for i := 0; i < 10; i++ {
 		l.append(Chunk{Data: []byte("0123456789")})
 	}
-	if got := l.size(); got != 3*(10+chunkOverhead) {
+	if got := l.Size(); got != 3*(10+chunkOverhead) {
 		t.Errorf("size %d", got)
 	}
 	// A reader at 0 was evicted: one gap, then the three kept chunks.
@@ -47,7 +47,7 @@ func TestOutputLogBoundsAndGaps(t *testing.T) {
 		t.Errorf("beyond the newest: %+v", got)
 	}
 	// A single chunk larger than the budget is still kept.
-	big := newOutputLog(10)
+	big := newOutputLog(10, nil)
 	big.append(Chunk{Data: make([]byte, 100)})
 	if got, _, _ := big.cursorAfter(nil).next(canceled, nil, 100, 0); len(got) != 1 {
 		t.Errorf("oversized chunk dropped")
@@ -56,7 +56,7 @@ func TestOutputLogBoundsAndGaps(t *testing.T) {
 
 func TestOutputLogWaitsAndCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newOutputLog(1 << 20)
+		l := newOutputLog(1<<20, nil)
 		c := l.cursorAfter(nil)
 		start := time.Now()
 		got, gap, err := c.next(context.Background(), nil, 10, 15*time.Second)

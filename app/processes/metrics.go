@@ -40,6 +40,7 @@ type MetricsSnapshot struct {
 	Exits           []ExitCount // managed processes and runs, sorted
 	LogBytes        int64       // held in process logs, overhead included
 	LogGaps         uint64      // readers told their position was evicted
+	LogBudgetBytes  int64       // what --process-log-total holds: logs and run captures
 }
 
 // Metrics returns a snapshot for /metrics.
@@ -58,10 +59,11 @@ func (s *Service) Metrics() MetricsSnapshot {
 		} else {
 			snap.Exited++
 		}
-		snap.LogBytes += pr.log.size()
+		snap.LogBytes += pr.log.Size()
 		snap.LogGaps += pr.log.gaps.Load()
 	}
 	snap.RunsActive = max(live-snap.Running, 0)
+	snap.LogBudgetBytes = s.pool.Total()
 	snap.Spawns = s.metrics.spawns.Load()
 	snap.SpawnFailures = s.metrics.spawnFailures.Load()
 	snap.Runs = s.metrics.runs.Load()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -48,7 +49,7 @@ type proc struct {
 	done     chan struct{} // closed once exited, its output all in the log and its slot free (Service.supervise)
 }
 
-func newProc(p ports.Process, req domain.ProcessCreateRequest, dir string, logBytes int) *proc {
+func newProc(p ports.Process, req domain.ProcessCreateRequest, dir string, logBytes int, pool *seqring.Pool) *proc {
 	args := req.Args
 	if args == nil {
 		args = []string{}
@@ -57,7 +58,7 @@ func newProc(p ports.Process, req domain.ProcessCreateRequest, dir string, logBy
 		command: req.Command, args: args, cwd: dir, tty: req.TTY, interactive: req.Interactive,
 		createdAt: time.Now().UnixMilli(),
 		p:         p, io: p.IO(), pid: p.PID(),
-		log:  newOutputLog(int64(logBytes)),
+		log:  newOutputLog(int64(logBytes), pool),
 		done: make(chan struct{}),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -65,7 +66,11 @@ func (s *Service) Run(ctx context.Context, req domain.ProcessRunRequest) (domain
 		_ = p.Signal(domain.SignalKill) // Close took its snapshot before this run
 	}
 	pio := p.IO()
-	var stdout, stderr capture
+	// The captured output counts against --process-log-total until the
+	// answer is built, as the logs of managed processes do.
+	stdout, stderr := capture{pool: s.pool}, capture{pool: s.pool}
+	defer stdout.release()
+	defer stderr.release()
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go stdout.read(pio.Stdout, maxOut, &readers)
@@ -118,10 +123,14 @@ func (s *Service) Run(ctx context.Context, req domain.ProcessRunRequest) (domain
 	return out, nil
 }
 
-// capture keeps the first max bytes of a stream and drains the rest.
+// capture keeps the first max bytes of a stream and drains the rest. Its
+// buffer is charged to the pool as it grows, before it is allocated; when
+// the pool has no room the output is cut there, as past max.
 type capture struct {
 	buf       []byte
 	truncated bool
+	pool      *seqring.Pool
+	charged   int64
 }
 
 func (c *capture) read(r io.Reader, max int, done *sync.WaitGroup) {
@@ -134,6 +143,9 @@ func (c *capture) read(r io.Reader, max int, done *sync.WaitGroup) {
 		n, err := r.Read(chunk)
 		if n > 0 {
 			keep := min(n, max-len(c.buf))
+			if keep > 0 && len(c.buf)+keep > cap(c.buf) && !c.grow(len(c.buf)+keep, max) {
+				keep, max = 0, len(c.buf) // no room: keep nothing more
+			}
 			c.buf = append(c.buf, chunk[:keep]...)
 			if keep < n {
 				c.truncated = true
@@ -143,4 +155,25 @@ func (c *capture) read(r io.Reader, max int, done *sync.WaitGroup) {
 			return
 		}
 	}
+}
+
+// grow makes room for need bytes (doubling, up to limit), charging the new
+// capacity to the pool first. It reports false when the pool has no room.
+func (c *capture) grow(need, limit int) bool {
+	size := min(max(need, 2*cap(c.buf), 4<<10), limit)
+	extra := int64(size - cap(c.buf))
+	if !c.pool.Reserve(extra) {
+		return false
+	}
+	c.charged += extra
+	nb := make([]byte, len(c.buf), size)
+	copy(nb, c.buf)
+	c.buf = nb
+	return true
+}
+
+// release gives back what the buffer was charged.
+func (c *capture) release() {
+	c.pool.Release(c.charged)
+	c.charged = 0
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/app/internal/seqring"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -21,8 +22,15 @@ type Options struct {
 	// Config is the initial runtime configuration (DefaultProcessConfig).
 	Config domain.ProcessConfig
 	// Ceiling bounds what POST /v1/processes/config may set, so a client
-	// cannot lift the operator's limits (DefaultCeiling).
+	// cannot lift the operator's limits (DefaultCeiling; the --process-max-*
+	// flags).
 	Ceiling domain.ProcessConfig
+	// LogTotal bounds the output kept by every process together, live and
+	// exited, and the output runs are capturing (--process-log-total,
+	// DefaultLogTotal): past it the oldest entries of the largest logs go
+	// first (their readers get a gap), and a run whose output finds no room
+	// is cut (stdoutTruncated / stderrTruncated).
+	LogTotal int64
 	// ResolveDir turns a client's cwd into the directory to run in, under
 	// the same rules and confinement as /v1/fs paths; nil takes the cwd as
 	// given. Its errors are shown to the client.
@@ -58,6 +66,9 @@ func DefaultCeiling() domain.ProcessConfig {
 	}
 }
 
+// DefaultLogTotal is the default of Options.LogTotal (--process-log-total).
+const DefaultLogTotal = 256 << 20
+
 // MaxSignalWait bounds waitMs of stop and kill.
 const MaxSignalWait = 60 * time.Second
 
@@ -66,6 +77,7 @@ type Service struct {
 	starter ports.ProcessStarter
 	opts    Options
 	log     *slog.Logger
+	pool    *seqring.Pool // --process-log-total: every log and run capture
 
 	mu     sync.Mutex
 	cfg    domain.ProcessConfig
@@ -91,6 +103,7 @@ func New(starter ports.ProcessStarter, opts Options) *Service {
 	if opts.Ceiling == (domain.ProcessConfig{}) {
 		opts.Ceiling = DefaultCeiling()
 	}
+	opts.Config = clampConfig(opts.Config, opts.Ceiling)
 	if opts.MaxExited <= 0 {
 		opts.MaxExited = 256
 	}
@@ -100,8 +113,11 @@ func New(starter ports.ProcessStarter, opts Options) *Service {
 	if opts.DrainGrace <= 0 {
 		opts.DrainGrace = time.Second
 	}
+	if opts.LogTotal <= 0 {
+		opts.LogTotal = DefaultLogTotal
+	}
 	return &Service{
-		starter: starter, opts: opts, log: opts.Logger,
+		starter: starter, opts: opts, log: opts.Logger, pool: seqring.NewPool(opts.LogTotal),
 		cfg: opts.Config, procs: map[string]*proc{}, runs: map[ports.Process]struct{}{}, nextID: 1,
 	}
 }
@@ -119,22 +135,22 @@ func (s *Service) Config() domain.ProcessConfig {
 func (s *Service) SetConfig(c domain.ProcessConfig) (domain.ProcessConfig, error) {
 	ceil := s.opts.Ceiling
 	checks := []struct {
-		name     string
-		val, max int64
+		name, flag string
+		val, max   int64
 	}{
-		{"maxConcurrentProcesses", int64(c.MaxConcurrentProcesses), int64(ceil.MaxConcurrentProcesses)},
-		{"defaultRunTimeoutMs", c.DefaultRunTimeoutMs, ceil.MaxRunTimeoutMs},
-		{"maxRunTimeoutMs", c.MaxRunTimeoutMs, ceil.MaxRunTimeoutMs},
-		{"maxOutputBytes", int64(c.MaxOutputBytes), int64(ceil.MaxOutputBytes)},
-		{"maxLogBytesPerProcess", int64(c.MaxLogBytesPerProcess), int64(ceil.MaxLogBytesPerProcess)},
-		{"maxInputBytesPerRequest", int64(c.MaxInputBytesPerRequest), int64(ceil.MaxInputBytesPerRequest)},
+		{"maxConcurrentProcesses", "--process-max-concurrent", int64(c.MaxConcurrentProcesses), int64(ceil.MaxConcurrentProcesses)},
+		{"defaultRunTimeoutMs", "--process-max-run-timeout", c.DefaultRunTimeoutMs, ceil.MaxRunTimeoutMs},
+		{"maxRunTimeoutMs", "--process-max-run-timeout", c.MaxRunTimeoutMs, ceil.MaxRunTimeoutMs},
+		{"maxOutputBytes", "--process-max-output-bytes", int64(c.MaxOutputBytes), int64(ceil.MaxOutputBytes)},
+		{"maxLogBytesPerProcess", "--process-max-log-bytes", int64(c.MaxLogBytesPerProcess), int64(ceil.MaxLogBytesPerProcess)},
+		{"maxInputBytesPerRequest", "--process-max-input-bytes", int64(c.MaxInputBytesPerRequest), int64(ceil.MaxInputBytesPerRequest)},
 	}
 	for _, ch := range checks {
 		if ch.val <= 0 {
 			return domain.ProcessConfig{}, domain.InvalidRequest("%s must be greater than 0", ch.name)
 		}
 		if ch.val > ch.max {
-			return domain.ProcessConfig{}, domain.InvalidRequest("%s must be at most %d", ch.name, ch.max)
+			return domain.ProcessConfig{}, domain.InvalidRequest("%s must be at most %d (the daemon's %s)", ch.name, ch.max, ch.flag)
 		}
 	}
 	if c.DefaultRunTimeoutMs > c.MaxRunTimeoutMs {
@@ -144,6 +160,18 @@ func (s *Service) SetConfig(c domain.ProcessConfig) (domain.ProcessConfig, error
 	s.cfg = c
 	s.mu.Unlock()
 	return c, nil
+}
+
+// clampConfig lowers what c sets past the ceiling to it: an operator's
+// ceiling below a default lowers the default.
+func clampConfig(c, ceil domain.ProcessConfig) domain.ProcessConfig {
+	c.MaxConcurrentProcesses = min(c.MaxConcurrentProcesses, ceil.MaxConcurrentProcesses)
+	c.MaxRunTimeoutMs = min(c.MaxRunTimeoutMs, ceil.MaxRunTimeoutMs)
+	c.DefaultRunTimeoutMs = min(c.DefaultRunTimeoutMs, c.MaxRunTimeoutMs)
+	c.MaxOutputBytes = min(c.MaxOutputBytes, ceil.MaxOutputBytes)
+	c.MaxLogBytesPerProcess = min(c.MaxLogBytesPerProcess, ceil.MaxLogBytesPerProcess)
+	c.MaxInputBytesPerRequest = min(c.MaxInputBytesPerRequest, ceil.MaxInputBytesPerRequest)
+	return c
 }
 
 // reserve counts one more live process, or refuses past the cap.
@@ -246,7 +274,7 @@ func (s *Service) Create(ctx context.Context, req domain.ProcessCreateRequest) (
 		return domain.ProcessInfo{}, startError(req.Command, err)
 	}
 	s.metrics.spawned()
-	pr := newProc(p, req, spec.Dir, cfg.MaxLogBytesPerProcess)
+	pr := newProc(p, req, spec.Dir, cfg.MaxLogBytesPerProcess, s.pool)
 	s.mu.Lock()
 	pr.seq = s.nextID
 	pr.id = "proc_" + strconv.FormatUint(s.nextID, 10)
@@ -280,14 +308,14 @@ func (s *Service) supervise(pr *proc) {
 	var held int64
 	for _, id := range s.exited {
 		if o := s.procs[id]; o != nil {
-			held += o.log.size()
+			held += o.log.Size()
 		}
 	}
 	for len(s.exited) > s.opts.MaxExited || (held > s.opts.MaxExitedLogBytes && len(s.exited) > 0) {
 		old := s.exited[0]
 		s.exited = s.exited[1:]
 		if o := s.procs[old]; o != nil {
-			held -= o.log.size()
+			held -= o.log.Size()
 			delete(s.procs, old)
 			o.log.close()
 		}

@@ -21,6 +21,7 @@ import (
 // secrets (its /proc) is refused.
 func newProcesses(f *serverFlags, fsys *files.Files, tokens *authz.Tokens, secrets ports.Secrets, log *slog.Logger) *processes.Service {
 	opts := processes.Options{Logger: log, Secrets: secrets}
+	f.limits.applyProcesses(&opts)
 	if f.fsBackend == "os" || f.fsRoot != "" {
 		opts.ResolveDir = fsys.Dir
 	}

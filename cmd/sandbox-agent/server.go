@@ -158,15 +158,18 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		StreamWriteTimeout: f.streamWrite,
 	}
 	f.limits.applyHTTP(&httpCfg)
+	connLimit := f.limits.connLimit()
+	httpCfg.ConnLimit = connLimit
 	handler := httpapi.New(httpCfg)
 
-	ln = httpapi.WrapListener(f.limits.listener(ln), httpapi.DefaultMaxHeaderBytes)
+	ln = httpapi.WrapListener(connLimit.Listener(ln), httpapi.DefaultMaxHeaderBytes)
 	srv := &http.Server{
 		Handler:           handler,
 		MaxHeaderBytes:    httpapi.DefaultMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		Protocols:         serverProtocols(),
+		HTTP2:             httpapi.HTTP2Config(),
 		// WriteTimeout stays 0: SSE streams set per-write deadlines instead.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}

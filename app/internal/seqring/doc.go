@@ -2,7 +2,9 @@
 // from by sequence number: the ACP replay buffer (app/acp EventLog) and a
 // managed process's output (app/processes). It numbers items, keeps them
 // oldest first with their byte cost, and drops the oldest on request (Ring),
-// and wakes waiting readers (Wake); the logs keep their own locking, budget
+// and wakes waiting readers (Wake); a Pool is the budget several logs share
+// (--replay-total, --process-log-total), evicting from the largest first.
+// The logs keep their own locking, budget
 // policy, reader positions and wait loops (which differ: an ACP reader
 // stops at once when its request ends, a process log follower first drains
 // what is already there).

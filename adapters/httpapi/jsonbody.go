@@ -1,0 +1,260 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// The JSON bodies huma decodes (fs move, processes, agent install, ...) are
+// read here first, before huma sees them, for two rules every byte and
+// every field the daemon acts on follow:
+//
+//   - the body is charged to --inflight-bytes as it arrives, bounded by the
+//     operation's limit (a declared Content-Length past it is refused at
+//     once), and stays charged, with what decoding it costs, until the
+//     request is answered;
+//   - a member given twice, or spelt in another case, where encoding/json
+//     would match it to the same field of the body's Go type (it matches
+//     names case-insensitively and keeps the last) is refused with 400
+//     "ambiguous": a policy, a log line or a JavaScript client reads one
+//     of them, the daemon would act on the other. Maps decode names
+//     exactly and are left alone (environment variables differ by case).
+//
+// Raw bodies (ACP messages, file uploads, config documents) are read by
+// their own routes, as streams or charged the same way.
+
+// metaJSONBody marks an operation whose Body huma decodes; its value is the
+// body's Go type. metaBodyLimit, when set, is a func() int64 giving the
+// operation's body limit now (the process input's follows the runtime
+// configuration), instead of its MaxBodyBytes. metaPeekBody marks an
+// operation whose describe function reads the body (the move's paths), so
+// the body is read before the auth chain runs.
+const (
+	metaJSONBody  = "sandbox-agent.jsonBody"
+	metaBodyLimit = "sandbox-agent.bodyLimit"
+	metaPeekBody  = "sandbox-agent.peekBody"
+)
+
+// decodeCost is how many times its size a JSON body is held while huma
+// decodes it, on top of the buffer it was read into: huma's copy, the
+// generic value it validates, and the typed value.
+const decodeCost = 3
+
+// markJSONBody records the Go type of an operation's decoded body, for the
+// middleware (route calls it for every operation).
+func markJSONBody[I any](op *huma.Operation) {
+	if f, ok := reflect.TypeFor[I]().FieldByName("Body"); ok {
+		op.Metadata[metaJSONBody] = f.Type
+	}
+}
+
+type peekedBodyKey struct{}
+
+// peekedBody is the body read before the chain ran, for a describe
+// function of a metaPeekBody operation; nil when there was none.
+func peekedBody(hctx huma.Context) []byte {
+	b, _ := hctx.Context().Value(peekedBodyKey{}).([]byte)
+	return b
+}
+
+// readJSONBody reads the body of a metaJSONBody operation, charged, checks
+// its members against the body's type, and puts it back for huma. It
+// returns the body and what it charged (to be given back when the request
+// is answered, also on error).
+func readJSONBody(r *http.Request, op *huma.Operation, budget *inflight) ([]byte, int64, error) {
+	t, ok := op.Metadata[metaJSONBody].(reflect.Type)
+	if !ok || r.Body == nil || r.Body == http.NoBody {
+		return nil, 0, nil
+	}
+	limit := op.MaxBodyBytes
+	if f, ok := op.Metadata[metaBodyLimit].(func() int64); ok {
+		limit = f()
+	}
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	b, charged, err := readCharged(r, limit, budget)
+	if err != nil {
+		return nil, charged, err
+	}
+	// Read whole already; what huma makes of it is charged now too.
+	if extra := decodeCost * int64(len(b)); budget != nil {
+		if !budget.take(extra) {
+			return nil, charged, budget.overloaded()
+		}
+		charged += extra
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if err := checkJSONMembers(b, t); err != nil {
+		return nil, charged, err
+	}
+	return b, charged, nil
+}
+
+// withPeekedBody is hctx carrying the body read before the chain.
+func withPeekedBody(hctx huma.Context, b []byte) huma.Context {
+	if b == nil {
+		return hctx
+	}
+	return huma.WithContext(hctx, context.WithValue(hctx.Context(), peekedBodyKey{}, b))
+}
+
+// checkJSONMembers refuses b when two members of one object would decode
+// into the same field of t (see the top of this file). A body that is not
+// valid JSON passes: huma refuses it with its own message.
+func checkJSONMembers(b []byte, t reflect.Type) error {
+	if !needsCheck(t) || !json.Valid(b) {
+		return nil
+	}
+	return checkValue(bytes.TrimSpace(b), t, "body")
+}
+
+// ambiguousBody is the 400 of checkJSONMembers.
+func ambiguousBody(where, key, field string, dup bool) error {
+	if dup {
+		return invalid("ambiguous JSON body: member %s of %s appears more than once", strconv.Quote(key), where)
+	}
+	return invalid("ambiguous JSON body: members %s and %s of %s are the same field to encoding/json (names match case-insensitively)",
+		strconv.Quote(field), strconv.Quote(key), where)
+}
+
+func checkValue(v []byte, t reflect.Type, where string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if !needsCheck(t) || len(v) == 0 {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if v[0] != '{' {
+			return nil
+		}
+		fields := fieldsOf(t)
+		seen := make([]string, len(fields)) // the key that set each field
+		return domain.EachMember(v, func(key, val []byte) error {
+			i := matchField(fields, key)
+			if i < 0 {
+				return nil
+			}
+			if seen[i] != "" {
+				return ambiguousBody(where, string(key), seen[i], seen[i] == string(key))
+			}
+			seen[i] = string(key)
+			return checkValue(val, fields[i].typ, where+"."+fields[i].name)
+		})
+	case reflect.Map:
+		if v[0] != '{' {
+			return nil
+		}
+		return domain.EachMember(v, func(key, val []byte) error {
+			return checkValue(val, t.Elem(), where+"["+strconv.Quote(string(key))+"]")
+		})
+	case reflect.Slice, reflect.Array:
+		if v[0] != '[' {
+			return nil
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(v, &items) != nil {
+			return nil
+		}
+		for i, it := range items {
+			if err := checkValue(bytes.TrimSpace(it), t.Elem(), where+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonField is a field of a struct as encoding/json names it.
+type jsonField struct {
+	name string
+	typ  reflect.Type
+}
+
+var fieldCache sync.Map // reflect.Type -> []jsonField
+
+// fieldsOf lists the fields encoding/json decodes into for struct type t:
+// exported, promoted from embedded structs, named by their json tag.
+func fieldsOf(t reflect.Type) []jsonField {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]jsonField)
+	}
+	var out []jsonField
+	for _, f := range reflect.VisibleFields(t) {
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			continue // flattened: its fields are listed themselves
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, jsonField{name: name, typ: f.Type})
+	}
+	fieldCache.Store(t, out)
+	return out
+}
+
+// matchField is the field encoding/json decodes key into: the exact name
+// first, else one equal under case folding; -1 for none.
+func matchField(fields []jsonField, key []byte) int {
+	fold := -1
+	for i, f := range fields {
+		if f.name == string(key) {
+			return i
+		}
+		if fold < 0 && bytes.EqualFold([]byte(f.name), key) {
+			fold = i
+		}
+	}
+	return fold
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// needsCheck reports whether a value of type t can hold a struct that
+// encoding/json fills by name (a type with its own UnmarshalJSON decodes
+// as it likes, and is not looked into).
+func needsCheck(t reflect.Type) bool {
+	if v, ok := needCache.Load(t); ok {
+		return v.(bool)
+	}
+	v := needs(t, map[reflect.Type]bool{})
+	needCache.Store(t, v)
+	return v
+}
+
+var needCache sync.Map // reflect.Type -> bool
+
+func needs(t reflect.Type, visiting map[reflect.Type]bool) bool {
+	if visiting[t] {
+		return false
+	}
+	visiting[t] = true
+	if t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return needs(t.Elem(), visiting)
+	case reflect.Struct:
+		return true
+	}
+	return false
+}

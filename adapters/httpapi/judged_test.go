@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// What the chain judged is what runs. The race of issue 20, forced: a POST
+// without ?agent to an id with no instance is judged as acp.start (no
+// agent, granted, as the agenttokens policy grants it); while that
+// decision is being taken an admin starts a forbidden agent under the id.
+// The POST is not delivered to it: it is judged again as what it now is,
+// acp.send to the forbidden agent, and denied.
+func TestPostRunsWhatWasJudged(t *testing.T) {
+	fa := &fakeAuthorizer{}
+	f := newACPFixture(t, acp.Options{}, Config{Authorizer: fa, Token: "admin"})
+	var once sync.Once
+	fa.setDecide(func(req domain.AuthRequest) (domain.Decision, error) {
+		if req.Headers["authorization"][0] == "Bearer admin" {
+			return domain.Decision{Verdict: domain.Pass}, nil
+		}
+		if req.Action == domain.ActionACPStart {
+			once.Do(func() {
+				_, err := f.instances.Post(context.Background(), acp.PostRequest{
+					ServerID: "race", Agent: "forbidden", HasAgent: true, Frame: mustFrame(t, `{"jsonrpc":"2.0","method":"n"}`),
+					Judged: &acp.Judgement{}})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		if req.Agent == "forbidden" {
+			return domain.Decision{Status: 403, Message: "this token may not use agent forbidden"}, nil
+		}
+		return domain.Decision{Verdict: domain.Grant, Principal: "alice"}, nil
+	})
+	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/acp/race", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"echo"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "may not use agent forbidden") {
+		t.Fatalf("the POST judged as a start reached the forbidden agent: %d %s", resp.StatusCode, b)
+	}
+	var actions []domain.Action
+	for _, r := range fa.requests() {
+		actions = append(actions, r.Action)
+	}
+	if len(actions) != 2 || actions[0] != domain.ActionACPStart || actions[1] != domain.ActionACPSend {
+		t.Fatalf("decisions %v, want a start then, once the instance appeared, a send", actions)
+	}
+	if p := f.runner.Processes(); len(p) != 1 {
+		t.Fatalf("%d agents started", len(p))
+	}
+}
+
+func mustFrame(t *testing.T, s string) domain.Frame {
+	t.Helper()
+	f, err := domain.ParseFrame([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
