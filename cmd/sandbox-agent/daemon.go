@@ -59,15 +59,13 @@ type daemonFlags struct {
 	limit                        time.Duration
 }
 
-func (f *daemonFlags) register(fs *pflag.FlagSet, tokens bool) {
+func (f *daemonFlags) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.StringVarP(&f.host, "host", "H", defaultHost, "address the daemon listens on")
 	fs.StringVarP(&f.port, "port", "p", defaultPort, "port the daemon listens on")
-	if tokens {
-		fs.StringVarP(&f.token, "token", "t", "", "the bearer token (default: $SANDBOX_AGENT_TOKEN); start gives it to the daemon in its environment, never on its command line")
-		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer tokens from `FILE` (see server --token-file); the health check sends the first")
-		fs.BoolVarP(&f.noToken, "no-token", "n", false, "no token, even if $SANDBOX_AGENT_TOKEN is set")
-	}
+	fs.StringVarP(&f.token, "token", "t", "", "the bearer token (default: $SANDBOX_AGENT_TOKEN); start gives it to the daemon in its environment, never on its command line; stop needs none")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer tokens from `FILE` (see server --token-file); the health check sends the first")
+	fs.BoolVarP(&f.noToken, "no-token", "n", false, "no token, even if $SANDBOX_AGENT_TOKEN is set")
 }
 
 // resolveToken applies the environment default (read here, so --help never
@@ -243,7 +241,7 @@ every local user can read it.`,
 			return nil
 		},
 	}
-	f.register(cmd.Flags(), true)
+	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&upgrade, "upgrade", false, "replace a running daemon of another version (or one that does not answer)")
 	cmd.Flags().DurationVar(&f.limit, "timeout", daemon.DefaultStartLimit, "how long to wait for the daemon to answer")
 	return cmd
@@ -284,7 +282,7 @@ another process's) is removed without signalling anything.`,
 			return nil
 		},
 	}
-	f.register(cmd.Flags(), false)
+	f.register(cmd.Flags()) // the token flags too, as the reference accepts them
 	cmd.Flags().DurationVar(&f.limit, "timeout", daemon.DefaultStopLimit, "how long to wait after SIGTERM before SIGKILL")
 	return cmd
 }
@@ -317,7 +315,7 @@ nothing (a stale pid file is removed by the next start or stop).`,
 			return printDaemonStatus(c.OutOrStdout(), d, st)
 		},
 	}
-	f.register(cmd.Flags(), true)
+	f.register(cmd.Flags())
 	return cmd
 }
 
