@@ -109,11 +109,12 @@ func (s State) Answering() bool {
 
 // Status reports the daemon at this address without changing anything.
 func (d *Daemon) Status(ctx context.Context) (State, error) {
-	return d.find(ctx)
+	return d.find(ctx, true)
 }
 
-// find reads the record and checks that its process is the daemon.
-func (d *Daemon) find(ctx context.Context) (State, error) {
+// find reads the record and checks that its process is the daemon, and
+// (withHealth) asks it for its health.
+func (d *Daemon) find(ctx context.Context, withHealth bool) (State, error) {
 	r, err := d.files.readRecord()
 	if errors.Is(err, errNoRecord) {
 		return State{}, nil
@@ -131,7 +132,10 @@ func (d *Daemon) find(ctx context.Context) (State, error) {
 	if ok, why := sameProcess(r, now); !ok {
 		return State{Record: r, Stale: why}, nil
 	}
-	st := State{Running: true, Record: r, Health: d.health(ctx)}
+	st := State{Running: true, Record: r}
+	if withHealth || !verifiable {
+		st.Health = d.health(ctx)
+	}
 	if !verifiable && !st.Answering() {
 		// Without /proc a live pid proves nothing: it must answer too.
 		return State{Record: r, Stale: fmt.Sprintf("pid %d is alive but nothing answers at %s (cannot tell whether it is the daemon)", r.PID, r.URL)}, nil
@@ -180,7 +184,7 @@ func (d *Daemon) Start(ctx context.Context, upgrade bool) (Result, error) {
 	}
 	defer unlock()
 	var res Result
-	st, err := d.find(ctx)
+	st, err := d.find(ctx, true)
 	if err != nil {
 		return Result{}, err
 	}
@@ -204,8 +208,7 @@ func (d *Daemon) Start(ctx context.Context, upgrade bool) (Result, error) {
 		}
 		res.Old, res.Killed = &old, killed
 	}
-	if conn, err := net.DialTimeout("tcp", d.dialAddr(), time.Second); err == nil {
-		conn.Close()
+	if d.addressTaken(ctx, res.Old != nil) {
 		return res, fmt.Errorf("%s is already in use by another process (not a daemon `sandbox-agent daemon start` started here)", d.dialAddr())
 	}
 	rec, err := d.spawn(ctx)
@@ -218,6 +221,27 @@ func (d *Daemon) Start(ctx context.Context, upgrade bool) (Result, error) {
 	}
 	res.State = State{Running: true, Record: rec}
 	return res, nil
+}
+
+// addressTaken reports whether something accepts connections at the
+// daemon's address. Right after a daemon was stopped (justStopped), the
+// kernel may still be closing its socket: it waits a little for that.
+func (d *Daemon) addressTaken(ctx context.Context, justStopped bool) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", d.dialAddr(), time.Second)
+		if err != nil {
+			return false
+		}
+		conn.Close()
+		if !justStopped || time.Now().After(deadline) || ctx.Err() != nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(poll):
+		}
+	}
 }
 
 // dropStale removes a pid file not to be trusted, saying so in res.
@@ -239,7 +263,7 @@ func (d *Daemon) Stop(ctx context.Context) (Result, error) {
 	}
 	defer unlock()
 	var res Result
-	st, err := d.find(ctx)
+	st, err := d.find(ctx, false)
 	if err != nil {
 		return Result{}, err
 	}

@@ -37,14 +37,21 @@ func identify(pid int) (id identity, gone bool, err error) {
 	if len(f) < 20 {
 		return identity{}, false, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
-	if f[0] == "Z" || f[0] == "X" {
-		return identity{}, true, nil
-	}
 	ticks, err := strconv.ParseUint(f[19], 10, 64)
 	if err != nil {
 		return identity{}, false, fmt.Errorf("/proc/%d/stat: start time %q", pid, f[19])
 	}
-	return identity{startTicks: ticks, bootID: bootID()}, false, nil
+	id = identity{startTicks: ticks, bootID: bootID()}
+	if f[0] == "Z" || f[0] == "X" {
+		// The leader of a multi-threaded process turns zombie before its
+		// other threads have exited, and they still hold its descriptors
+		// (its listening socket): gone once they are too.
+		if threads, err := strconv.Atoi(f[17]); err == nil && threads > 1 {
+			return id, false, nil
+		}
+		return identity{}, true, nil
+	}
+	return id, false, nil
 }
 
 func bootID() string {

@@ -56,7 +56,7 @@ start time), is not trusted: nothing is signalled through it.`,
 type daemonFlags struct {
 	host, port, token, tokenFile string
 	noToken                      bool
-	limit                        time.Duration
+	startLimit, stopLimit        time.Duration // 0: the defaults
 }
 
 func (f *daemonFlags) register(fs *pflag.FlagSet) {
@@ -135,8 +135,8 @@ func (f *daemonFlags) daemonFor(c *cobra.Command, token, tokenSource string) (*d
 		Dir:        home,
 		Health:     healthCheck(client),
 		Progress:   c.ErrOrStderr(),
-		StartLimit: f.limit,
-		StopLimit:  f.limit,
+		StartLimit: f.startLimit,
+		StopLimit:  f.stopLimit,
 	})
 }
 
@@ -243,7 +243,7 @@ every local user can read it.`,
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&upgrade, "upgrade", false, "replace a running daemon of another version (or one that does not answer)")
-	cmd.Flags().DurationVar(&f.limit, "timeout", daemon.DefaultStartLimit, "how long to wait for the daemon to answer")
+	cmd.Flags().DurationVar(&f.startLimit, "timeout", daemon.DefaultStartLimit, "how long to wait for the daemon to answer")
 	return cmd
 }
 
@@ -275,7 +275,7 @@ another process's) is removed without signalling anything.`,
 			case res.Outcome == daemon.NotRunning:
 				fmt.Fprintf(out, "daemon not running at %s\n", d.URL())
 			case res.Killed:
-				fmt.Fprintf(out, "daemon killed: pid %d did not exit within %s of SIGTERM\n", res.Old.PID, f.limit)
+				fmt.Fprintf(out, "daemon killed: pid %d did not exit within %s of SIGTERM\n", res.Old.PID, f.stopLimit)
 			default:
 				fmt.Fprintf(out, "daemon stopped: pid %d\n", res.Old.PID)
 			}
@@ -283,7 +283,7 @@ another process's) is removed without signalling anything.`,
 		},
 	}
 	f.register(cmd.Flags()) // the token flags too, as the reference accepts them
-	cmd.Flags().DurationVar(&f.limit, "timeout", daemon.DefaultStopLimit, "how long to wait after SIGTERM before SIGKILL")
+	cmd.Flags().DurationVar(&f.stopLimit, "timeout", daemon.DefaultStopLimit, "how long to wait after SIGTERM before SIGKILL")
 	return cmd
 }
 
