@@ -246,9 +246,10 @@ func OpenCodeAuth(doc []byte, oauth bool, now time.Time) Credentials {
 type credentialDoc map[string]json.RawMessage
 
 // parseCredentialDoc accepts what the reference's JSON parser accepts
-// (StrictJSON) and an object at the top.
+// (StrictJSON: the grammar is checked by the decoding itself) and an
+// object at the top.
 func parseCredentialDoc(b []byte) (credentialDoc, bool) {
-	if !StrictJSON(b) {
+	if !serdeReadable(b) {
 		return nil, false
 	}
 	return asObject(b)

@@ -20,7 +20,15 @@ const maxCredentialJSONDepth = 127
 // Go's decoder is more lenient on each of these; a credentials file is
 // skipped by both or by neither.
 func StrictJSON(b []byte) bool {
-	if !utf8.Valid(b) || !json.Valid(b) {
+	return json.Valid(b) && serdeReadable(b)
+}
+
+// serdeReadable checks what the reference's parser refuses beyond JSON's
+// grammar (invalid UTF-8, lone surrogates, float overflow, depth). It
+// assumes nothing of b's syntax (the caller checks that, with json.Valid
+// or while decoding), so parsing checks the grammar once.
+func serdeReadable(b []byte) bool {
+	if !utf8.Valid(b) {
 		return false
 	}
 	depth := 0
@@ -52,18 +60,24 @@ func StrictJSON(b []byte) bool {
 	return true
 }
 
-// scanJSONString checks the string starting at b[i] (a quote of a valid
-// document) for lone surrogate escapes and returns the index of its
-// closing quote.
+// scanJSONString checks the string starting at b[i] (a quote) for lone
+// surrogate escapes and returns the index of its closing quote; false for
+// one (or a string cut short) the reference would refuse.
 func scanJSONString(b []byte, i int) (int, bool) {
 	for j := i + 1; j < len(b); j++ {
 		switch b[j] {
 		case '"':
 			return j, true
 		case '\\':
+			if j+1 >= len(b) {
+				return 0, false
+			}
 			if b[j+1] != 'u' {
 				j++
 				continue
+			}
+			if j+6 > len(b) {
+				return 0, false
 			}
 			r := hex4(b[j+2 : j+6])
 			j += 5
@@ -71,7 +85,7 @@ func scanJSONString(b []byte, i int) (int, bool) {
 			case r >= 0xDC00 && r <= 0xDFFF:
 				return 0, false // a low surrogate first
 			case r >= 0xD800 && r <= 0xDBFF:
-				if j+6 >= len(b) || b[j+1] != '\\' || b[j+2] != 'u' {
+				if j+7 > len(b) || b[j+1] != '\\' || b[j+2] != 'u' {
 					return 0, false
 				}
 				if lo := hex4(b[j+3 : j+7]); lo < 0xDC00 || lo > 0xDFFF {
