@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,10 +208,15 @@ var credCommands = [][]string{
 // statuses. Where we differ on purpose (a value a shell would interpret
 // is quoted), the line must eval to the reference's value.
 func TestCompatCredentials(t *testing.T) {
-	ref := referenceCLI(t)
 	asNobody := os.Geteuid() == 0
 	bins := sharedDir(t)
 	ours := copyBinary(t, bins)
+	// Both binaries in a directory another user may enter (the checkout
+	// may be in a private home).
+	ref := filepath.Join(bins, "reference")
+	b, err := os.ReadFile(referenceCLI(t))
+	must(t, err)
+	must(t, os.WriteFile(ref, b, 0o755))
 	for _, h := range credHomes() {
 		t.Run(h.name, func(t *testing.T) {
 			home := sharedDir(t)
@@ -365,5 +371,32 @@ func TestCredentialsFIFO(t *testing.T) {
 	if r.code != 0 || r.stdout != "ANTHROPIC_API_KEY=sk-ant-fifo-test\nCLAUDE_API_KEY=sk-ant-fifo-test\n" ||
 		!strings.Contains(r.stderr, filepath.Join(home, ".codex", "auth.json")) {
 		t.Errorf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestCredentialsNeverLogged: with keys in the environment and in files
+// (one of them unreadable), listing the agents at debug level logs no key.
+func TestCredentialsNeverLogged(t *testing.T) {
+	home := t.TempDir()
+	secrets := []string{"sk-ant-env-secret-1", "sk-ant-file-secret-2", "cx-file-secret-3", "oc-file-secret-4"}
+	must(t, os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"apiKey":"`+secrets[1]+`"}`), 0o600))
+	must(t, os.MkdirAll(filepath.Join(home, ".codex", "auth.json"), 0o755)) // unreadable: a directory
+	must(t, os.MkdirAll(filepath.Join(home, ".local", "share", "opencode"), 0o755))
+	must(t, os.WriteFile(filepath.Join(home, ".local", "share", "opencode", "auth.json"),
+		[]byte(`{"openai":{"type":"api","key":"`+secrets[3]+`"},"zeta":{"type":"api","key":"`+secrets[2]+`"}}`), 0o600))
+	reg := newACPRegistry(t, `{"agents":[]}`)
+	env := append(append(reg.env(), noCredentials...), "ANTHROPIC_API_KEY="+secrets[0])
+	d := harness.Start(t, harness.Options{Home: home, Env: env}) // logs at debug level
+	st, _, body := d.Do(http.MethodGet, "/v1/agents", nil)
+	if st != 200 || !strings.Contains(string(body), `{"id":"codex","installed":false,"credentialsAvailable":true`) {
+		t.Fatalf("GET /v1/agents: %d %s", st, body)
+	}
+	harness.Eventually(t, 5*time.Second, "the skipped file in the log", func() bool {
+		return strings.Contains(d.Logs(), "credentials file skipped")
+	})
+	for _, s := range secrets {
+		if strings.Contains(d.Logs(), s) || strings.Contains(d.Logs(), s[:12]) {
+			t.Errorf("the daemon's log holds %s", s)
+		}
 	}
 }

@@ -317,3 +317,38 @@ func TestDaemonStartFails(t *testing.T) {
 		t.Error("a pid file is left")
 	}
 }
+
+// TestCompatCLIFlags: every flag the reference's credentials and daemon
+// commands take (short and long name), and the address defaults, are ours
+// too; but the reference's global -t/-n on the credentials commands,
+// which use no token.
+func TestCompatCLIFlags(t *testing.T) {
+	ref := referenceCLI(t)
+	flag := regexp.MustCompile(`(?m)^\s+(?:(-\w), )?(--[\w-]+)`)
+	for _, cmd := range [][]string{
+		{"credentials", "extract"}, {"credentials", "extract-env"},
+		{"daemon", "start"}, {"daemon", "stop"}, {"daemon", "status"},
+	} {
+		want := runCLI(t, ref, []string{"PATH=/usr/bin:/bin"}, -1, append(cmd, "--help")...)
+		got := runCLI(t, harness.Binary, []string{"PATH=/usr/bin:/bin"}, -1, append(cmd, "--help")...)
+		if want.code != 0 || got.code != 0 {
+			t.Fatalf("%q --help: %+v %+v", cmd, want, got)
+		}
+		for _, m := range flag.FindAllStringSubmatch(want.stdout, -1) {
+			short, long := m[1], m[2]
+			if long == "--help" || cmd[0] == "credentials" && (long == "--token" || long == "--no-token") {
+				continue
+			}
+			spelled := long
+			if short != "" {
+				spelled = short + ", " + long
+			}
+			if !strings.Contains(got.stdout, spelled+" ") {
+				t.Errorf("%q: no %s in\n%s", cmd, spelled, got.stdout)
+			}
+		}
+		if cmd[0] == "daemon" && (!strings.Contains(got.stdout, `(default "127.0.0.1")`) || !strings.Contains(got.stdout, `(default "2468")`)) {
+			t.Errorf("%q: defaults differ from the reference's 127.0.0.1:2468:\n%s", cmd, got.stdout)
+		}
+	}
+}
