@@ -150,6 +150,11 @@ func TestDaemonLifecycle(t *testing.T) {
 	if res := r.daemon("stop"); res.code != 0 || !strings.Contains(res.stdout, "not running") {
 		t.Errorf("stop when stopped: %+v", res)
 	}
+	// A state directory that cannot be made: status cannot tell (1).
+	r.env = append(r.env, "XDG_STATE_HOME="+filepath.Join(r.stateFile(".log"), "not-a-dir"))
+	if res := r.daemon("status"); res.code != 1 || !strings.Contains(res.stderr, "state directory") {
+		t.Errorf("status without a state directory: %+v", res)
+	}
 }
 
 // TestDaemonToken: the token reaches the daemon through its environment
