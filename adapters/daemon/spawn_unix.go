@@ -44,6 +44,7 @@ func (d *Daemon) spawn(ctx context.Context) (Record, error) {
 	}
 	fail := func(why error) (Record, error) {
 		d.abandon(p.Pid)
+		_ = p.Release()
 		_ = d.files.remove()
 		msg := why.Error()
 		if tail := logTail(d.files.Log, 20); tail != "" {

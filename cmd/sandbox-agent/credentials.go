@@ -97,7 +97,7 @@ provider's) or the provider's. Nothing found is an error (exit status 1).`,
   sandbox-agent credentials extract --home-dir /mnt/home/me --no-oauth`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if agent != "" && !slices.Contains(domain.CredentialAgents, agent) {
+			if c.Flags().Changed("agent") && !slices.Contains(domain.CredentialAgents, agent) {
 				return usagef("invalid --agent %q (one of %s)", agent, strings.Join(domain.CredentialAgents, ", "))
 			}
 			creds := f.discover(c)
@@ -118,8 +118,8 @@ provider's) or the provider's. Nothing found is an error (exit status 1).`,
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&agent, "agent", "a", "", "print the key of this agent: "+strings.Join(domain.CredentialAgents, ", "))
-	cmd.Flags().StringVarP(&provider, "provider", "p", "", "print the key of this provider (anthropic, openai, or one of OpenCode's)")
+	cmd.Flags().StringVarP(&agent, "agent", "a", "", "print the key `AGENT` uses: "+strings.Join(domain.CredentialAgents, ", "))
+	cmd.Flags().StringVarP(&provider, "provider", "p", "", "print the key of `PROVIDER` (anthropic, openai, or one of OpenCode's)")
 	f.register(cmd)
 	cmd.Flags().BoolVarP(&reveal, "reveal", "r", false, "print the keys in full in the JSON")
 	return cmd

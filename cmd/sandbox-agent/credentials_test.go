@@ -142,6 +142,7 @@ func TestCredentialsExtractSelect(t *testing.T) {
 		{[]string{"-a", "claude"}, 1, "", "no credentials found for provider anthropic"},
 		{[]string{"-a", "codex", "-p", "anthropic"}, 1, "", "agent codex only supports provider openai"},
 		{[]string{"-a", "pi"}, 2, "", `invalid --agent "pi"`},
+		{[]string{"-a", ""}, 2, "", `invalid --agent ""`},
 	} {
 		r := runInProcess(append([]string{"credentials", "extract", "-d", home}, c.args...)...)
 		if r.code != c.code || r.stdout != c.stdout || !strings.Contains(r.stderr, c.stderr) {
