@@ -20,11 +20,11 @@ type AgentRecipe struct {
 	NativeACPArgs []string
 	// Native is the native agent binary; nil when there is none.
 	Native *NativeRecipe
-	// CredentialEnv and CredentialFiles (relative to $HOME) signal usable
-	// credentials; AlwaysCredentials means the agent handles its own auth.
-	CredentialEnv     []string
-	CredentialFiles   []string
-	AlwaysCredentials bool
+	// CredentialProviders are the LLM providers whose credentials the
+	// agent can use (any one will do; see CredentialsAvailable);
+	// AlwaysCredentials means the agent handles its own auth.
+	CredentialProviders []string
+	AlwaysCredentials   bool
 }
 
 // NativeRecipe says how to download a native agent binary. URL templates may
@@ -43,9 +43,6 @@ type NativeRecipe struct {
 	EnvVar string
 }
 
-var anthropicEnv = []string{"ANTHROPIC_API_KEY", "CLAUDE_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}
-var openAIEnv = []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
-
 // Recipes are the known agents' recipes. Fallback packages are pinned
 // versions the reference was tested with.
 var Recipes = map[string]AgentRecipe{
@@ -61,8 +58,7 @@ var Recipes = map[string]AgentRecipe{
 			Platforms:  map[string]string{"linux-x86_64": "linux-x64", "linux-aarch64": "linux-arm64", "darwin-x86_64": "darwin-x64", "darwin-aarch64": "darwin-arm64"},
 			EnvVar:     "CLAUDE_CODE_EXECUTABLE",
 		},
-		CredentialEnv:   anthropicEnv,
-		CredentialFiles: []string{".claude/.credentials.json"},
+		CredentialProviders: []string{ProviderAnthropic},
 	},
 	"codex": {
 		ID:              "codex",
@@ -76,8 +72,7 @@ var Recipes = map[string]AgentRecipe{
 			Platforms: map[string]string{"linux-x86_64": "x86_64-unknown-linux-musl", "linux-aarch64": "aarch64-unknown-linux-musl", "darwin-x86_64": "x86_64-apple-darwin", "darwin-aarch64": "aarch64-apple-darwin"},
 			Member:    "codex-{platform}",
 		},
-		CredentialEnv:   openAIEnv,
-		CredentialFiles: []string{".codex/auth.json"},
+		CredentialProviders: []string{ProviderOpenAI},
 	},
 	"opencode": {
 		ID:            "opencode",
@@ -90,15 +85,14 @@ var Recipes = map[string]AgentRecipe{
 			LatestURL: "https://github.com/anomalyco/opencode/releases/latest/download/opencode-{platform}",
 			Platforms: map[string]string{"linux-x86_64": "linux-x64.tar.gz", "linux-aarch64": "linux-arm64.tar.gz", "darwin-x86_64": "darwin-x64.zip", "darwin-aarch64": "darwin-arm64.zip"},
 		},
-		CredentialEnv:   append(append([]string{}, anthropicEnv...), openAIEnv...),
-		CredentialFiles: []string{".local/share/opencode/auth.json"},
+		CredentialProviders: []string{ProviderAnthropic, ProviderOpenAI},
 	},
 	"amp": {
-		ID:              "amp",
-		RegistryIDs:     []string{"amp-acp"},
-		PathHints:       []string{"amp-acp"},
-		FallbackPackage: "amp-acp@0.7.0",
-		CredentialEnv:   append([]string{"AMP_API_KEY"}, anthropicEnv...),
+		ID:                  "amp",
+		RegistryIDs:         []string{"amp-acp"},
+		PathHints:           []string{"amp-acp"},
+		FallbackPackage:     "amp-acp@0.7.0",
+		CredentialProviders: []string{ProviderAnthropic},
 	},
 	"pi": {
 		ID:                "pi",

@@ -16,7 +16,7 @@ import (
 // noCredentials empties every credential variable the daemon looks at, so
 // the listing matches the reference's, taken without credentials.
 var noCredentials = []string{
-	"ANTHROPIC_API_KEY=", "CLAUDE_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=",
+	"ANTHROPIC_API_KEY=", "CLAUDE_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=", "ANTHROPIC_AUTH_TOKEN=",
 	"OPENAI_API_KEY=", "CODEX_API_KEY=", "AMP_API_KEY=",
 }
 
@@ -77,14 +77,15 @@ func TestAgentsMatchReference(t *testing.T) {
 }
 
 // TestAgentsCredentialsAndStatus: credentials from the environment and
-// from credential files; serverStatus while an instance runs; operator
-// agents after the known ones.
+// from credential files (found as `credentials extract` finds them: codex
+// by the key in its auth file); serverStatus while an instance runs;
+// operator agents after the known ones.
 func TestAgentsCredentialsAndStatus(t *testing.T) {
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, ".codex", "auth.json"), []byte(`{"token":"x"}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, ".codex", "auth.json"), []byte(`{"OPENAI_API_KEY":"sk-codex-test"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reg := newACPRegistry(t, `{"agents":[]}`)

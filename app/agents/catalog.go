@@ -4,8 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -47,10 +45,10 @@ type Catalog struct {
 	// Running reports the oldest running instance per agent
 	// (Instances.RunningSince); nil means none run.
 	Running func() map[string]time.Time
-	// Getenv reads the daemon's environment; Home is $HOME. Both feed the
-	// credential checks.
-	Getenv func(string) string
-	Home   string
+	// Credentials finds the host's LLM credentials for credentialsAvailable
+	// (the credentials use case's discovery, wired by the composition
+	// root), once per listing; nil means none.
+	Credentials func() domain.Credentials
 	// Now is the clock for uptimes; nil means time.Now.
 	Now func() time.Time
 
@@ -86,10 +84,10 @@ func (c *Catalog) List(ctx context.Context, q CatalogQuery) []domain.AgentInfo {
 			seen[id] = true
 		}
 	}
-	running := c.running()
+	running, creds := c.running(), c.credentials()
 	out := make([]domain.AgentInfo, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, c.info(ctx, id, q, running))
+		out = append(out, c.info(ctx, id, q, running, creds))
 	}
 	return out
 }
@@ -100,7 +98,7 @@ func (c *Catalog) Get(ctx context.Context, id string, q CatalogQuery) (domain.Ag
 	if !c.exists(ctx, id) {
 		return domain.AgentInfo{}, domain.UnsupportedAgent(id)
 	}
-	return c.info(ctx, id, q, c.running()), nil
+	return c.info(ctx, id, q, c.running(), c.credentials()), nil
 }
 
 // Install installs an agent and forgets its cached version.
@@ -143,13 +141,13 @@ func (c *Catalog) now() time.Time {
 	return time.Now()
 }
 
-func (c *Catalog) info(ctx context.Context, id string, q CatalogQuery, running map[string]time.Time) domain.AgentInfo {
+func (c *Catalog) info(ctx context.Context, id string, q CatalogQuery, running map[string]time.Time, creds domain.Credentials) domain.AgentInfo {
 	ref, known := reference[id]
 	r := c.Agents.resolve(id)
 	info := domain.AgentInfo{
 		ID:                   id,
 		Installed:            r.Runnable,
-		CredentialsAvailable: c.credentials(id),
+		CredentialsAvailable: domain.CredentialsAvailable(id, creds),
 		Capabilities:         ref.Capabilities,
 		ConfigError:          r.Broken,
 	}
@@ -170,29 +168,11 @@ func (c *Catalog) info(ctx context.Context, id string, q CatalogQuery, running m
 	return info
 }
 
-// credentials reports whether an agent's usual credentials are present:
-// its environment variables or credential files. Agents that handle their
-// own auth, and agents we do not know, count as having them.
-func (c *Catalog) credentials(id string) bool {
-	recipe, known := domain.Recipes[id]
-	if !known || recipe.AlwaysCredentials {
-		return true
+func (c *Catalog) credentials() domain.Credentials {
+	if c.Credentials == nil {
+		return domain.Credentials{}
 	}
-	if c.Getenv != nil {
-		for _, k := range recipe.CredentialEnv {
-			if strings.TrimSpace(c.Getenv(k)) != "" {
-				return true
-			}
-		}
-	}
-	if c.Home != "" {
-		for _, f := range recipe.CredentialFiles {
-			if fi, err := c.Agents.Fs.Stat(filepath.Join(c.Home, filepath.FromSlash(f))); err == nil && !fi.IsDir() && fi.Size() > 0 {
-				return true
-			}
-		}
-	}
-	return false
+	return c.Credentials()
 }
 
 // version finds an agent's binary and asks it for its version, caching the

@@ -12,14 +12,20 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-func newCatalogRig(t *testing.T, env map[string]string) (*Catalog, *installRig) {
+// newCatalogRig is a catalogue whose credential discovery answers creds
+// (the zero value: none).
+func newCatalogRig(t *testing.T, creds *domain.Credentials) (*Catalog, *installRig) {
 	r := newRig(t, npxRegistry)
 	now := time.Unix(1000, 0)
 	c := &Catalog{
 		Agents: rigAgents(r),
-		Getenv: func(k string) string { return env[k] },
-		Home:   "/home/u",
-		Now:    func() time.Time { return now },
+		Credentials: func() domain.Credentials {
+			if creds == nil {
+				return domain.Credentials{}
+			}
+			return *creds
+		},
+		Now: func() time.Time { return now },
 		Running: func() map[string]time.Time {
 			return map[string]time.Time{"codex": now.Add(-1500 * time.Millisecond)}
 		},
@@ -94,20 +100,39 @@ func TestCatalogServerStatus(t *testing.T) {
 	}
 }
 
+// credentialsAvailable reads the discovery once per listing: claude and
+// amp want Anthropic, codex OpenAI, opencode either; pi, cursor and the
+// mock handle their own auth, and an operator-defined agent counts as
+// having them.
 func TestCatalogCredentials(t *testing.T) {
-	c, r := newCatalogRig(t, map[string]string{"OPENAI_API_KEY": "sk-x"})
-	creds := map[string]bool{}
-	for _, i := range c.List(context.Background(), CatalogQuery{}) {
-		creds[i.ID] = i.CredentialsAvailable
+	creds := &domain.Credentials{OpenAI: &domain.Credential{Provider: domain.ProviderOpenAI, Key: "sk-x"}}
+	c, _ := newCatalogRig(t, creds)
+	calls := 0
+	discover := c.Credentials
+	c.Credentials = func() domain.Credentials { calls++; return discover() }
+	list := func() string {
+		var out []string
+		for _, i := range c.List(context.Background(), CatalogQuery{}) {
+			if i.CredentialsAvailable {
+				out = append(out, i.ID)
+			}
+		}
+		return strings.Join(out, " ")
 	}
-	if creds["claude"] || !creds["codex"] || !creds["opencode"] || creds["amp"] || !creds["mock"] {
-		t.Errorf("with OPENAI_API_KEY: %v", creds)
+	if got := list(); got != "codex opencode pi cursor mock ops" || calls != 1 {
+		t.Errorf("with OpenAI: %s (%d discoveries)", got, calls)
 	}
-	if err := afero.WriteFile(r.fs, "/home/u/.claude/.credentials.json", []byte(`{"x":1}`), 0o600); err != nil {
-		t.Fatal(err)
+	creds.OpenAI, creds.Anthropic = nil, &domain.Credential{Provider: domain.ProviderAnthropic, Key: "k"}
+	if got := list(); got != "claude opencode amp pi cursor mock ops" {
+		t.Errorf("with Anthropic: %s", got)
 	}
+	creds.Anthropic, creds.Other = nil, map[string]domain.Credential{"zeta": {Key: "z"}}
+	if got := list(); got != "pi cursor mock ops" {
+		t.Errorf("with another provider only: %s", got)
+	}
+	creds.Anthropic = &domain.Credential{Provider: domain.ProviderAnthropic, Key: "k"}
 	if info, _ := c.Get(context.Background(), "claude", CatalogQuery{}); !info.CredentialsAvailable {
-		t.Error("claude credentials file not seen")
+		t.Error("claude: no credentials from Get")
 	}
 }
 

@@ -99,7 +99,14 @@ func split(path string, more ...string) []string {
 // stderr and exit 2.
 func TestCLIEveryCommand(t *testing.T) {
 	bin := buildCLI(t)
-	for path, c := range commandPaths(t) {
+	paths := commandPaths(t)
+	// The reference's commands are all there (and so checked below).
+	for _, want := range []string{"server", "api", "install-agent", "credentials extract", "credentials extract-env", "daemon start", "daemon stop", "daemon status"} {
+		if paths[want] == nil {
+			t.Errorf("no command %q", want)
+		}
+	}
+	for path, c := range paths {
 		name := strings.TrimSpace("sandbox-agent " + path)
 		t.Run(name, func(t *testing.T) {
 			checkHelp := func(how string, r result) {

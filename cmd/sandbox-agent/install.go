@@ -80,10 +80,10 @@ func wireInstaller(a *agents.Agents, log *slog.Logger) {
 	a.RequirePreinstall = truthy(os.Getenv("SANDBOX_AGENT_REQUIRE_PREINSTALL"))
 }
 
-// newCatalog serves /v1/agents from the resolver and the running instances.
+// newCatalog serves /v1/agents from the resolver, the running instances
+// and the credential discovery (logging to the server's default logger).
 func newCatalog(a *agents.Agents, instances *acp.Instances) *agents.Catalog {
-	home, _ := os.UserHomeDir()
-	return &agents.Catalog{Agents: a, Running: instances.RunningSince, Getenv: os.Getenv, Home: home}
+	return &agents.Catalog{Agents: a, Running: instances.RunningSince, Credentials: credentialDiscovery(slog.Default())}
 }
 
 // installFlags are the options of install-agent and api agents install.

@@ -29,8 +29,8 @@ func main() {
 }
 
 // exitCode maps run's error to the process status: 0, 2 for a command-line
-// mistake (already reported with its usage by run), 1 for anything else,
-// printed here.
+// mistake (already reported with its usage by run), an exitStatus's own
+// (already reported by its command), 1 for anything else, printed here.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
@@ -38,6 +38,10 @@ func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
 	if errors.As(err, &ue) {
 		return 2
+	}
+	var es exitStatus // already reported (daemon status)
+	if errors.As(err, &es) {
+		return int(es)
 	}
 	fmt.Fprintln(stderr, "sandbox-agent:", err)
 	return 1
