@@ -353,7 +353,6 @@ func checkEvalsLikeReference(t *testing.T, args []string, out, revealed string) 
 	}
 }
 
-
 // TestCredentialsFIFO: a FIFO where a credentials file is looked for (the
 // reference blocks reading it forever) is skipped at once and named.
 func TestCredentialsFIFO(t *testing.T) {
