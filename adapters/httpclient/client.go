@@ -21,8 +21,10 @@ type Client struct {
 	BaseURL string
 	// Token is sent as a bearer token when set.
 	Token string
-	// HTTP is the client to use; nil means one with bounded connect and
-	// header timeouts (bodies are bounded by the caller's context).
+	// HTTP is the client to use; nil means the package's default, whose
+	// connects are bounded (answers are bounded by the caller's context). A
+	// caller's Transport needs ExpectContinueTimeout set for the daemon
+	// to refuse a large ACP message before its body is sent.
 	HTTP *http.Client
 }
 
