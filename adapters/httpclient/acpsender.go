@@ -201,10 +201,12 @@ const (
 	maybeTaken
 )
 
-// post makes one POST of line through net/http (which never sends it
+// post makes one POST of line through net/http, which never sends it
 // twice: it retries a POST only when not a byte of it was written, on a
-// kept-alive connection found closed). wrote is called once the request
-// was written, or failed.
+// kept-alive connection found closed (rewinding the body with GetBody,
+// which NewRequest sets for a *bytes.Reader). No Idempotency-Key header is
+// set: it would let net/http resend a POST whose bytes were written. wrote
+// is called once the request was written, or failed.
 func (s *sender) post(line []byte, agent string, wrote func()) postResult {
 	var q url.Values
 	if agent != "" {
