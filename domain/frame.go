@@ -7,6 +7,13 @@ import (
 	"strconv"
 )
 
+// DefaultMaxACPMessage is the largest ACP message (one JSON-RPC line: the
+// body of one POST, or one WebSocket frame) the daemon takes by default
+// (--max-acp-body) and the Go client sends by default
+// (httpclient.ACPOptions.MaxMessage): a client sending more than its
+// daemon takes would only learn it from a 413 after sending it all.
+const DefaultMaxACPMessage = 32 << 20
+
 // FrameKind is what a JSON-RPC message is, decided by which top-level keys it
 // has and nothing else: the daemon is a byte pipe, not a JSON-RPC validator.
 type FrameKind uint8

@@ -41,7 +41,8 @@ func (c *lineCaller) echo(b *testing.B, i int) time.Duration {
 // BenchmarkBridgeRoundTrip: one request/response round trip to the mock
 // through "sandbox-agent acp" (a child process on pipes) and through the Go
 // client's ACP connection in process, beside the daemon's own POST round
-// trip over HTTP, in alternating warm blocks. "ratio" is bridge p50 /
+// trip over HTTP (a plain net/http client, which the Go client and the
+// bridge POST through too), in alternating warm blocks. "ratio" is bridge p50 /
 // daemon p50 (goal: within 1.3); "ratio-sse" compares with the daemon's
 // round trip while the instance's event stream is open and read, as it is
 // for every HTTP ACP client.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ type tcpProxy struct {
 	target string
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
+	sent   atomic.Int64 // bytes forwarded from clients to the daemon
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -79,9 +81,9 @@ func (p *tcpProxy) serve() {
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		pipe := func(dst, src net.Conn) {
+		pipe := func(dst, src net.Conn, count *atomic.Int64) {
 			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
+			_, _ = io.Copy(dst, &countingReader{r: src, n: count})
 			dst.Close()
 			src.Close()
 			p.mu.Lock()
@@ -89,9 +91,23 @@ func (p *tcpProxy) serve() {
 			delete(p.conns, src)
 			p.mu.Unlock()
 		}
-		go pipe(up, c)
-		go pipe(c, up)
+		go pipe(up, c, &p.sent)
+		go pipe(c, up, nil)
 	}
+}
+
+// countingReader adds what it reads to n (when not nil).
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.n != nil {
+		c.n.Add(int64(n))
+	}
+	return n, err
 }
 
 // cut closes every open connection (streams and idle keep-alive alike).

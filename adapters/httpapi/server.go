@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
@@ -102,7 +103,7 @@ type Config struct {
 // daemon's flags read theirs from here.
 func DefaultConfig() Config {
 	return Config{
-		MaxACPBody:         32 << 20,
+		MaxACPBody:         domain.DefaultMaxACPMessage,
 		InflightBytes:      256 << 20,
 		ReadIdleTimeout:    60 * time.Second,
 		Heartbeat:          15 * time.Second,

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,9 +31,15 @@ type fakeDaemon struct {
 	addrs  []string // the client address of each POST
 }
 
-func newFakeDaemon(t *testing.T, post func(body string) (int, string)) *fakeDaemon {
+// newFakeDaemon starts a fake daemon; each setup, given its server before
+// it starts, may wrap its handler or its listener.
+func newFakeDaemon(t *testing.T, post func(body string) (int, string), setup ...func(*fakeDaemon)) *fakeDaemon {
 	f := &fakeDaemon{t: t, events: make(chan string, 100), post: post}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	for _, s := range setup {
+		s(f)
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -81,14 +87,16 @@ func (f *fakeDaemon) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// transports are the two ways an ACPConn POSTs: its own kept-alive
-// connections (the default client) and net/http (a caller's http.Client).
+// transports are the two kinds of net/http client an ACPConn POSTs
+// through: the package's default (large messages wait for the daemon's
+// go-ahead, Expect: 100-continue) and a caller's plain http.Client (whose
+// Transport sends every body at once).
 var transports = []struct {
 	name   string
 	client func(url string) *Client
 }{
-	{"own", func(url string) *Client { return &Client{BaseURL: url} }},
-	{"net/http", func(url string) *Client {
+	{"default", func(url string) *Client { return &Client{BaseURL: url} }},
+	{"plain", func(url string) *Client {
 		return &Client{BaseURL: url, HTTP: &http.Client{Transport: &http.Transport{}}}
 	}},
 }
@@ -240,41 +248,83 @@ func TestACPConnTimeoutLateResponse(t *testing.T) {
 }
 
 // Close stops every goroutine the connection started, even with a POST and
-// the stream in flight.
+// the stream in flight: a POST waiting for its answer, and one whose
+// answer is being read (its header and half its body came).
 func TestACPConnCloseLeavesNoGoroutine(t *testing.T) {
-	eachTransport(t, func(t *testing.T, client func(string) *Client) {
-		block := make(chan struct{})
-		f := newFakeDaemon(t, func(body string) (int, string) {
-			if strings.Contains(body, `"id":1`) {
-				<-block
-			}
-			return 202, ""
+	for _, tc := range []struct {
+		name  string
+		serve func(w http.ResponseWriter, block <-chan struct{})
+	}{
+		{"waiting", func(w http.ResponseWriter, block <-chan struct{}) { <-block }},
+		{"mid-read", func(w http.ResponseWriter, block <-chan struct{}) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(resp1)))
+			w.WriteHeader(200)
+			io.WriteString(w, resp1[:10])
+			w.(http.Flusher).Flush()
+			<-block
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachTransport(t, func(t *testing.T, client func(string) *Client) {
+				block := make(chan struct{})
+				f := newFakeDaemon(t, func(body string) (int, string) { return 202, "" }, func(f *fakeDaemon) {
+					wrapPosts(f, func(w http.ResponseWriter, r *http.Request) bool {
+						if r.ContentLength != int64(len(req1)) {
+							return false
+						}
+						io.Copy(io.Discard, r.Body)
+						tc.serve(w, block)
+						return true
+					})
+				})
+				defer close(block)
+				conn, _ := dialFake(t, f, client)
+				io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
+				io.WriteString(conn, req1+"\n") // hangs in the daemon
+				if connGoroutines() == "" {
+					t.Fatal("no goroutine of the connection found while it runs")
+				}
+				if err := conn.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if left := connGoroutines(); left != "" {
+					t.Fatalf("goroutines of the connection left after Close:\n%s", left)
+				}
+				if _, err := conn.Read(make([]byte, 10)); err != ErrClosed {
+					t.Fatalf("read after close: %v", err)
+				}
+				if _, err := conn.Write([]byte(req1 + "\n")); err == nil {
+					t.Fatal("write after close succeeded")
+				}
+			})
 		})
-		defer close(block)
-		conn, _ := dialFake(t, f, client)
-		io.WriteString(conn, `{"jsonrpc":"2.0","method":"n"}`+"\n")
-		io.WriteString(conn, req1+"\n") // hangs in the daemon
-		if err := conn.Close(); err != nil {
-			t.Fatal(err)
+	}
+}
+
+// connParts are the frames of the goroutines an ACPConn starts.
+var connParts = []string{"httpclient.(*ACPConn)", "httpclient.(*sender)", "httpclient.(*receiver)", "httpclient.(*pendingTable)", "httpclient.(*inbox)"}
+
+// connGoroutines returns the stacks of the goroutines running code of an
+// ACPConn, or "" when there are none.
+func connGoroutines() string {
+	buf := make([]byte, 1<<20)
+	var left []string
+	// A goroutine that has signalled its end may still be on its way out
+	// (its frame in the dump): let it finish first.
+	for range 1000 {
+		left = left[:0]
+		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.HasPrefix(g, "goroutine ") && slices.ContainsFunc(connParts, func(p string) bool { return strings.Contains(g, p) }) &&
+				!strings.Contains(g, "connGoroutines") {
+				left = append(left, g)
+			}
 		}
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		// A goroutine that has called wg.Done may still be on its way
-		// out (its frame in the dump): let it finish first.
-		for i := 0; i < 1000 && strings.Contains(stacks, "httpclient.(*ACPConn)"); i++ {
-			runtime.Gosched()
-			stacks = string(buf[:runtime.Stack(buf, true)])
+		if len(left) == 0 {
+			return ""
 		}
-		if strings.Contains(stacks, "httpclient.(*ACPConn)") {
-			t.Fatalf("goroutines of the connection left after Close:\n%s", stacks)
-		}
-		if _, err := conn.Read(make([]byte, 10)); err != ErrClosed {
-			t.Fatalf("read after close: %v", err)
-		}
-		if _, err := conn.Write([]byte(req1 + "\n")); err == nil {
-			t.Fatal("write after close succeeded")
-		}
-	})
+		runtime.Gosched()
+	}
+	return strings.Join(left, "\n\n")
 }
 
 // A line past MaxMessage fails Write instead of growing without bound.
@@ -311,152 +361,6 @@ func TestDialACPExitedInstance(t *testing.T) {
 	}
 }
 
-// flakyListener resets the connections it accepts whose number (from 1)
-// is in drop, as a restarting daemon or a proxy dropping connections would.
-type flakyListener struct {
-	net.Listener
-	mu      sync.Mutex
-	n       int
-	drop    map[int]bool
-	dropped int
-}
-
-func (l *flakyListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		l.mu.Lock()
-		l.n++
-		drop := l.drop[l.n]
-		if drop {
-			l.dropped++
-		}
-		l.mu.Unlock()
-		if !drop {
-			return c, nil
-		}
-		c.(*net.TCPConn).SetLinger(0) // reset, not a clean close
-		c.Close()
-	}
-}
-
-// A POST whose connection is reset before any answer is retried; the
-// message reaches the daemon once.
-func TestACPConnRetriesPost(t *testing.T) {
-	for _, tr := range []struct {
-		name   string
-		client func(url string) *Client
-	}{
-		{"own", func(url string) *Client { return &Client{BaseURL: url} }},
-		{"net/http", func(url string) *Client {
-			return &Client{BaseURL: url, HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
-		}},
-	} {
-		t.Run(tr.name, func(t *testing.T) {
-			f := &fakeDaemon{t: t, events: make(chan string, 100), post: func(string) (int, string) { return 202, "" }}
-			f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
-			fl := &flakyListener{Listener: f.srv.Listener, drop: map[int]bool{2: true, 3: true, 4: true}}
-			f.srv.Listener = fl
-			f.srv.Start()
-			t.Cleanup(f.srv.Close)
-			conn, err := tr.client(f.srv.URL).DialACP(context.Background(), "s", "fake", nil) // connection 1
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			if _, err := io.WriteString(conn, `{"jsonrpc":"2.0","method":"n","params":{}}`+"\n"); err != nil {
-				t.Fatalf("write: %v", err)
-			}
-			f.mu.Lock()
-			posts := f.posts
-			f.mu.Unlock()
-			fl.mu.Lock()
-			dropped := fl.dropped
-			fl.mu.Unlock()
-			if dropped != 3 || len(posts) != 1 || !strings.Contains(posts[0], `"method":"n"`) {
-				t.Fatalf("%d connections reset; posts: %q", dropped, posts)
-			}
-		})
-	}
-}
-
-// The connection's own POSTs reuse one kept-alive connection, and one the
-// daemon closed while it sat idle is replaced at once, silently: the
-// message reaches the daemon once, with no retry logged.
-func TestACPConnKeptAlivePosts(t *testing.T) {
-	f := &fakeDaemon{t: t, events: make(chan string, 100), post: func(body string) (int, string) {
-		if strings.Contains(body, `"id"`) {
-			return 200, resp1
-		}
-		return 202, ""
-	}}
-	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
-	var cmu sync.Mutex
-	idle := map[string]net.Conn{}
-	f.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
-		cmu.Lock()
-		defer cmu.Unlock()
-		if st == http.StateIdle {
-			idle[c.RemoteAddr().String()] = c
-		} else {
-			delete(idle, c.RemoteAddr().String())
-		}
-	}
-	f.srv.Start()
-	t.Cleanup(f.srv.Close)
-	logs := &logCapture{}
-	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	const n = 20
-	for i := range n {
-		fmt.Fprintf(conn, `{"jsonrpc":"2.0","method":"n%d"}`+"\n", i)
-	}
-	f.mu.Lock()
-	addrs := slices.Compact(slices.Clone(f.addrs))
-	f.mu.Unlock()
-	if len(addrs) != 1 {
-		t.Fatalf("%d notifications took %d connections: %v", n, len(addrs), addrs)
-	}
-	// The daemon closes the idle connection (its idle timeout, a proxy's).
-	var closed bool
-	for range 100 {
-		cmu.Lock()
-		c, ok := idle[addrs[0]]
-		cmu.Unlock()
-		if ok {
-			c.Close()
-			closed = true
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !closed {
-		t.Fatal("the POST connection never went idle")
-	}
-	io.WriteString(conn, `{"jsonrpc":"2.0","method":"after"}`+"\n")
-	f.mu.Lock()
-	var after int
-	for _, p := range f.posts {
-		if strings.Contains(p, `"after"`) {
-			after++
-		}
-	}
-	total := len(f.posts)
-	f.mu.Unlock()
-	logged := logs.String()
-	if after != 1 || total != n+1 {
-		t.Fatalf("after the daemon closed the idle connection: %d copies, %d posts", after, total)
-	}
-	if strings.Contains(logged, "retrying") {
-		t.Fatalf("a stale kept-alive connection was logged as a failure:\n%s", logged)
-	}
-}
-
 // streamInOrder sends lines on the fake's stream and expects each on the
 // connection, once and in that order.
 func streamInOrder(t *testing.T, f *fakeDaemon, r *bufio.Reader, lines ...string) {
@@ -482,13 +386,27 @@ func serveIdleStream(w http.ResponseWriter, r *http.Request) {
 
 // logCapture collects a connection's log output for a test to read.
 type logCapture struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	b       strings.Builder
+	changed chan struct{} // cap 1, made by logger
+}
+
+// logger returns a logger writing to l.
+func (l *logCapture) logger() *slog.Logger {
+	l.mu.Lock()
+	if l.changed == nil {
+		l.changed = make(chan struct{}, 1)
+	}
+	l.mu.Unlock()
+	return slog.New(slog.NewTextHandler(l, nil))
 }
 
 func (l *logCapture) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed != nil {
+		signal(l.changed)
+	}
 	return l.b.Write(p)
 }
 
@@ -498,68 +416,32 @@ func (l *logCapture) String() string {
 	return l.b.String()
 }
 
-// The connection's own POSTs carry what net/http would send: the same
-// target (the base URL's path, an escaped server id, ?agent= while the
-// instance is created), host, headers and body.
-func TestACPConnPostsAsNetHTTP(t *testing.T) {
-	type seen struct {
-		uri, host, ctype, accept, auth, body string
-		length                               int64
-	}
-	got := map[string][]seen{}
-	var mu sync.Mutex
-	for _, tr := range transports {
-		var srv *httptest.Server
-		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch {
-			case r.Method == http.MethodGet && r.URL.Path == "/pfx/v1/acp":
-				io.WriteString(w, `{"servers":[]}`)
-			case r.Method == http.MethodPost:
-				b, _ := io.ReadAll(r.Body)
-				mu.Lock()
-				host := r.Host
-				if host == srv.Listener.Addr().String() {
-					host = "the server's"
-				}
-				got[tr.name] = append(got[tr.name], seen{r.RequestURI, host, r.Header.Get("Content-Type"), r.Header.Get("Accept"), r.Header.Get("Authorization"), string(b), r.ContentLength})
-				mu.Unlock()
-				w.WriteHeader(http.StatusAccepted)
-			case r.Method == http.MethodGet:
-				serveIdleStream(w, r)
-			}
-		}))
-		c := tr.client(srv.URL + "/pfx/")
-		c.Token = "tok en"
-		conn, err := c.DialACP(context.Background(), "s é", "fake", nil)
-		if err != nil {
-			t.Fatal(err)
+// waitFor waits until the log holds s (logger must have made l's logger).
+func (l *logCapture) waitFor(t *testing.T, s string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !strings.Contains(l.String(), s) {
+		select {
+		case <-l.changed:
+		case <-timeout:
+			t.Fatalf("no %q logged within 10 s:\n%s", s, l.String())
 		}
-		io.WriteString(conn, `{"jsonrpc":"2.0","method":"a","params":{"s":"\u00e9\n"}}`+"\n")
-		io.WriteString(conn, `{"jsonrpc":"2.0","method":"b"}`+"\n")
-		conn.Close()
-		srv.Close()
-	}
-	own, std := got["own"], got["net/http"]
-	if len(own) != 2 || !slices.Equal(own, std) {
-		t.Fatalf("own POSTs:\n%+v\nnet/http's:\n%+v", own, std)
-	}
-	if own[0].uri != "/pfx/v1/acp/s%20%C3%A9?agent=fake" || own[1].uri != "/pfx/v1/acp/s%20%C3%A9" || own[0].auth != "Bearer tok en" {
-		t.Fatalf("%+v", own)
 	}
 }
 
 // Informational answers before the real one are skipped, as net/http
 // does.
 func TestACPConnSkipsInformationalAnswers(t *testing.T) {
-	f := newFakeDaemon(t, func(string) (int, string) { return 200, resp1 })
-	inner := f.srv.Config.Handler
-	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			w.Header().Set("Link", "</x>; rel=preload")
-			w.WriteHeader(http.StatusEarlyHints)
-			w.Header().Del("Link")
-		}
-		inner.ServeHTTP(w, r)
+	f := newFakeDaemon(t, func(string) (int, string) { return 200, resp1 }, func(f *fakeDaemon) {
+		inner := f.srv.Config.Handler
+		f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				w.Header().Set("Link", "</x>; rel=preload")
+				w.WriteHeader(http.StatusEarlyHints)
+				w.Header().Del("Link")
+			}
+			inner.ServeHTTP(w, r)
+		})
 	})
 	logs := &logCapture{}
 	conn, err := (&Client{BaseURL: f.srv.URL}).DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -617,27 +499,4 @@ func TestACPConnAttachedPostsCarryAgent(t *testing.T) {
 			t.Fatalf("POSTs: %q", uris)
 		}
 	})
-}
-
-// The connection's own POSTs are used only where net/http would send the
-// same request.
-func TestACPPosterOnlyWhereNetHTTPSendsTheSame(t *testing.T) {
-	for _, tc := range []struct {
-		c    Client
-		want bool
-	}{
-		{Client{BaseURL: "http://127.0.0.1:2468"}, true},
-		{Client{BaseURL: "http://[::1]:2468/prefix/", Token: "t"}, true},
-		{Client{BaseURL: "https://127.0.0.1:2468"}, false},
-		{Client{BaseURL: "http://127.0.0.1:2468", HTTP: http.DefaultClient}, false},
-		{Client{BaseURL: "http://127.0.0.1:2468", Token: "a\r\nX-Injected: 1"}, false},
-		{Client{BaseURL: "http://bücher.example:2468"}, false},
-		{Client{BaseURL: "http://[fe80::1%25eth0]:2468"}, false},
-		{Client{BaseURL: "http://u:p@127.0.0.1:2468"}, false},
-		{Client{BaseURL: "http://127.0.0.1:2468?x=1"}, false},
-	} {
-		if got := newACPPoster(&tc.c) != nil; got != tc.want {
-			t.Errorf("%+v: own POSTs %v, want %v", tc.c, got, tc.want)
-		}
-	}
 }

@@ -21,8 +21,10 @@ type Client struct {
 	BaseURL string
 	// Token is sent as a bearer token when set.
 	Token string
-	// HTTP is the client to use; nil means one with bounded connect and
-	// header timeouts (bodies are bounded by the caller's context).
+	// HTTP is the client to use; nil means the package's default, whose
+	// connects are bounded (answers are bounded by the caller's context). A
+	// caller's Transport needs ExpectContinueTimeout set for the daemon
+	// to refuse a large ACP message before its body is sent.
 	HTTP *http.Client
 }
 
@@ -73,8 +75,14 @@ var defaultHTTP = &http.Client{Transport: &http.Transport{
 	Proxy:                 http.ProxyFromEnvironment,
 	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 	ResponseHeaderTimeout: 0,
-	IdleConnTimeout:       30 * time.Second,
-	MaxIdleConnsPerHost:   64, // an ACP connection posts concurrently
+	// Idle connections are closed well before the daemon's own idle
+	// timeout (120 s) could close one under a request.
+	IdleConnTimeout:     30 * time.Second,
+	MaxIdleConnsPerHost: 64, // an ACP connection posts concurrently
+	// How long a large ACP message waits for the daemon's go-ahead
+	// (Expect: 100-continue) before its body is sent anyway, for a
+	// server or proxy that never answers 100.
+	ExpectContinueTimeout: time.Second,
 }}
 
 func (c *Client) httpClient() *http.Client {

@@ -40,9 +40,20 @@
 //
 // Every agent message is delivered once, unchanged, in the order the agent
 // wrote it (a result never overtakes the updates before it), across event
-// stream reconnects, POST retries and daemon hiccups up to
-// ACPOptions.ReconnectTimeout; see ACPConn for how. "sandbox-agent acp", the
-// stdio bridge for editors, is this connection copied to stdin and stdout.
+// stream reconnects and daemon hiccups up to ACPOptions.ReconnectTimeout.
+// Every client message is POSTed through the Client's net/http client, in
+// order and at most once: it is sent again only when no connection could
+// be made for it, and what the caller sees when a connection breaks after
+// a message was sent (a JSON-RPC error, or the response awaited on the
+// stream) is set out under ACPConn. "sandbox-agent acp", the stdio bridge
+// for editors, is this connection copied to stdin and stdout.
+//
+// # Transport
+//
+// One HTTP client: net/http, Client.HTTP or the package's default (bounded
+// connects, kept-alive connections; an ACP message of 1 MiB or more asks
+// the daemon before its body is sent, Expect: 100-continue, waiting at most
+// a second for the go-ahead). The package writes no HTTP of its own.
 //
 // SSEReader is the package's Server-Sent Events parser, usable on its own.
 package httpclient
