@@ -206,33 +206,45 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 	return nil
 }
 
-// bridgeMaxLine bounds one stdin line (the ACP connection's default too): a
-// longer one ends the bridge, since the session cannot go on correctly.
+// bridgeMaxLine bounds one stdin line (the ACP connection's default too).
+// A longer line is not held: it is read to its end and dropped, and
+// answered with -32600 (its id cannot be known without holding it), so the
+// bridge's memory stays bounded and the session goes on.
 const bridgeMaxLine = 64 << 20
 
 // relayStdin sends stdin to the connection one line at a time, as a local
 // agent reads it: blank lines are skipped, a last line without its line
 // ending still counts, and a line that is not a JSON-RPC message
-// (domain.CheckMessage) is answered on stdout instead of being sent, so a
-// client waiting for its id gets an answer, and the next line is read as
-// usual. It returns nil at EOF.
+// (domain.CheckMessage), or is longer than bridgeMaxLine, is answered on
+// stdout instead of being sent, so a client waiting for an answer gets one,
+// and the next line is read as usual. It returns nil at EOF.
 func relayStdin(conn io.Writer, stdin io.Reader, out *stdoutLines, log *slog.Logger) error {
 	r := bufio.NewReaderSize(stdin, 64<<10)
-	var long []byte // a line longer than r's buffer, gathered
+	var long []byte   // a line longer than r's buffer, gathered
+	skipping := false // inside a line past bridgeMaxLine, dropped
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			if len(long)+len(chunk) > bridgeMaxLine {
-				return fmt.Errorf("a line longer than %d bytes", bridgeMaxLine)
-			}
+		full := err == bufio.ErrBufferFull
+		switch {
+		case skipping:
+		case len(long)+len(chunk) > bridgeMaxLine:
+			skipping, long = true, nil
+		case full:
 			long = append(long, chunk...)
+		}
+		if full {
 			continue
 		}
 		line := chunk
-		if long != nil {
-			if len(long)+len(chunk) > bridgeMaxLine {
-				return fmt.Errorf("a line longer than %d bytes", bridgeMaxLine)
+		switch {
+		case skipping:
+			skipping, line = false, nil
+			log.Warn("stdin line longer than the limit; dropped and answered with an error", "limit_bytes", bridgeMaxLine)
+			tooLong := &domain.RPCError{Code: domain.CodeInvalidRequest, Reason: fmt.Sprintf("message longer than %d bytes", bridgeMaxLine)}
+			if werr := out.answer(tooLong.Response()); werr != nil {
+				return werr
 			}
+		case long != nil:
 			line = append(long, chunk...)
 			long = nil
 		}

@@ -59,13 +59,23 @@ func TestRelayStdin(t *testing.T) {
 	}
 }
 
-// TestRelayStdinLineLimit: a line past the limit ends the relay with an
-// error (the session cannot go on correctly), bounded in memory.
+// TestRelayStdinLineLimit: a line past the limit is dropped (what is
+// gathered of it is let go at the limit), answered with -32600, and the next
+// line goes through as usual.
 func TestRelayStdinLineLimit(t *testing.T) {
-	r := io.MultiReader(strings.NewReader(`{"p":"`), &repeatReader{b: 'a', n: bridgeMaxLine + 1})
-	err := relayStdin(&lineSink{}, r, &stdoutLines{w: io.Discard}, slog.New(slog.DiscardHandler))
-	if err == nil || !strings.Contains(err.Error(), "longer than") {
+	r := io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"`),
+		&repeatReader{b: 'a', n: bridgeMaxLine + 1}, strings.NewReader("\"}}\n"+`{"jsonrpc":"2.0","id":2,"method":"next"}`+"\n"))
+	var stdout strings.Builder
+	sink := &lineSink{}
+	if err := relayStdin(sink, r, &stdoutLines{w: &stdout}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("err %v", err)
+	}
+	want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request","data":"message longer than 67108864 bytes"}}` + "\n"
+	if stdout.String() != want {
+		t.Errorf("answered %q", stdout.String())
+	}
+	if got := strings.Join(sink.writes, ""); got != `{"jsonrpc":"2.0","id":2,"method":"next"}`+"\n" {
+		t.Errorf("relayed %q", got)
 	}
 }
 
