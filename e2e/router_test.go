@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 
 	"net"
@@ -10,11 +11,14 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpclient"
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
@@ -206,6 +210,84 @@ func TestBehindSandboxRouter(t *testing.T) {
 		}
 	})
 
+	t.Run("Go client", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c := routedClient(r, "sb-b", daemons["sb-b"], "token-b")
+		if err := c.Health(ctx); err != nil {
+			t.Fatalf("health: %v", err)
+		}
+		run, err := c.RunProcess(ctx, httpclient.ProcessRunRequest{Command: "sh", Args: []string{"-c", "echo routed-run"}})
+		if err != nil || run.Stdout != "routed-run\n" {
+			t.Fatalf("run: %+v %v", run, err)
+		}
+		p, err := c.CreateProcess(ctx, httpclient.ProcessCreateRequest{Command: "sh", TTY: true, Interactive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		term, err := c.ConnectTerminal(ctx, p.ID)
+		if err != nil {
+			t.Fatalf("terminal through the router: %v", err)
+		}
+		if _, err := term.Write([]byte("echo routed-term; exit 3\n")); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(term)
+		if !strings.Contains(string(out), "routed-term") {
+			t.Errorf("terminal output %q", out)
+		}
+		if code, exited := term.ExitCode(); !exited || code == nil || *code != 3 {
+			t.Errorf("exit %v %v", code, exited)
+		}
+		term.Close()
+		conn, err := c.DialACP(ctx, "routed-go", "mock", &httpclient.ACPOptions{DeleteOnClose: true})
+		if err != nil {
+			t.Fatalf("dial through the router: %v", err)
+		}
+		driveMockSession(t, conn, conn)
+		conn.Close()
+		// A wrong daemon token is refused by the daemon, not the router.
+		bad := routedClient(r, "sb-b", daemons["sb-b"], "token-a")
+		var prob *httpclient.Problem
+		if _, err := bad.ListACPServers(ctx); !errors.As(err, &prob) || prob.Status != 401 || prob.Kind() != "token_invalid" {
+			t.Errorf("wrong daemon token: %v", err)
+		}
+	})
+
+	t.Run("stdio bridge", func(t *testing.T) {
+		u, _ := url.Parse(daemons["sb-a"].URL)
+		cmd := exec.Command(harness.Binary, "acp", "--endpoint", r.URL, "--agent", "mock",
+			"--sandbox-id", "sb-a", "--sandbox-port", u.Port(), "--log-level", "debug")
+		cmd.Env = append(os.Environ(), "SANDBOX_AGENT_TOKEN=token-a", "SANDBOX_AGENT_ROUTER_TOKEN="+r.token)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		var stderr harness.LockedBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		defer func() {
+			_ = cmd.Process.Kill()
+			<-done
+			if t.Failed() {
+				t.Logf("bridge stderr:\n%s", harness.Tail(stderr.String(), 60))
+			}
+		}()
+		driveMockSession(t, stdin, stdout)
+		stdin.Close()
+		select {
+		case err := <-done:
+			done <- err
+			if err != nil {
+				t.Fatalf("bridge exit: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("bridge did not exit after stdin closed")
+		}
+	})
+
 	t.Run("file upload", func(t *testing.T) {
 		content := strings.Repeat("routed bytes\n", 50000)
 		target := r.URL + "/v1/fs/file?path=" + url.QueryEscape("routed.txt")
@@ -219,6 +301,16 @@ func TestBehindSandboxRouter(t *testing.T) {
 			t.Errorf("the file is on b too: %d", st)
 		}
 	})
+}
+
+// routedClient is the Go client of daemon d behind r, as sandbox id.
+func routedClient(r *sandboxRouter, id string, d *harness.Daemon, daemonToken string) *httpclient.Client {
+	u, _ := url.Parse(d.URL)
+	port, _ := strconv.Atoi(u.Port())
+	return &httpclient.Client{
+		BaseURL: r.URL, Token: daemonToken,
+		Router: &httpclient.Router{SandboxID: id, Namespace: "default", Port: port, Token: r.token},
+	}
 }
 
 func getBody(t *testing.T, d *harness.Daemon, path, token string) []byte {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,12 +22,38 @@ type Client struct {
 	BaseURL string
 	// Token is sent as a bearer token when set.
 	Token string
+	// TokenHeader, when set, is the header Token is sent in (bare) instead
+	// of Authorization: the daemon's --token-header, for a router in front
+	// of it that drops Authorization (Router defaults it).
+	TokenHeader string
+	// Router, when set, sends every request through a router in front of
+	// many sandboxes, such as kubernetes-sigs/agent-sandbox's
+	// sandbox-router: BaseURL is then the router's address.
+	Router *Router
 	// HTTP is the client to use; nil means the package's default, whose
 	// connects are bounded (answers are bounded by the caller's context). A
 	// caller's Transport needs ExpectContinueTimeout set for the daemon
 	// to refuse a large ACP message before its body is sent.
 	HTTP *http.Client
 }
+
+// Router names the sandbox a request is for, to a router that picks it by
+// headers (agent-sandbox's sandbox-router: X-Sandbox-ID, X-Sandbox-Namespace,
+// X-Sandbox-Port), and carries the router's own credential. Such a router
+// checks its own bearer token and drops Authorization before proxying, so
+// the daemon's token travels in another header: Client.TokenHeader, or
+// DefaultTokenHeader when that is empty (the daemon runs with
+// --token-header set to the same name).
+type Router struct {
+	SandboxID string // X-Sandbox-ID: the sandbox's name (required)
+	Namespace string // X-Sandbox-Namespace; empty: the router's default
+	Port      int    // X-Sandbox-Port: the daemon's port; 0: the router's default (8888)
+	Token     string // the router's bearer token, sent as Authorization
+}
+
+// DefaultTokenHeader is the header the daemon's token goes in behind a
+// Router when Client.TokenHeader is empty.
+const DefaultTokenHeader = "X-Sandbox-Agent-Token"
 
 // Problem is a non-2xx answer of the daemon: its application/problem+json
 // document (RFC 9457), or for an answer that is not one, the status and the
@@ -136,11 +163,43 @@ func (c *Client) Send(ctx context.Context, method, path string, query url.Values
 	return c.finish(req)
 }
 
-// authorize adds the bearer token, when there is one.
+// authorize adds the bearer token, when there is one, and the router's
+// headers.
 func (c *Client) authorize(req *http.Request) {
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
+	for k, v := range c.headers() {
+		req.Header[k] = v
 	}
+}
+
+// headers are what authorize adds: the token (as Authorization, or bare in
+// the token header) and, through a Router, the sandbox's address and the
+// router's own token.
+func (c *Client) headers() http.Header {
+	h := http.Header{}
+	tokenHeader := c.TokenHeader
+	if r := c.Router; r != nil {
+		h.Set("X-Sandbox-ID", r.SandboxID)
+		if r.Namespace != "" {
+			h.Set("X-Sandbox-Namespace", r.Namespace)
+		}
+		if r.Port != 0 {
+			h.Set("X-Sandbox-Port", strconv.Itoa(r.Port))
+		}
+		if r.Token != "" {
+			h.Set("Authorization", "Bearer "+r.Token)
+		}
+		if tokenHeader == "" {
+			tokenHeader = DefaultTokenHeader
+		}
+	}
+	if c.Token != "" {
+		if tokenHeader != "" {
+			h.Set(tokenHeader, c.Token)
+		} else {
+			h.Set("Authorization", "Bearer "+c.Token)
+		}
+	}
+	return h
 }
 
 // finish authenticates and sends req; non-2xx answers become *Problem errors.

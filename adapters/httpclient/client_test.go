@@ -55,3 +55,36 @@ func TestClientAgents(t *testing.T) {
 		t.Fatalf("err = %#v", err)
 	}
 }
+
+// Behind a router the daemon's token goes in the token header (Authorization
+// carries the router's own), with the sandbox's address; without one, in
+// Authorization, or in TokenHeader when set.
+func TestClientHeaders(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		client Client
+		want   map[string]string
+	}{
+		{"plain", Client{Token: "t"}, map[string]string{"Authorization": "Bearer t"}},
+		{"no token", Client{}, map[string]string{}},
+		{"token header", Client{Token: "t", TokenHeader: "X-My-Token"}, map[string]string{"X-My-Token": "t"}},
+		{"router", Client{Token: "t", Router: &Router{SandboxID: "sb", Namespace: "team", Port: 2468, Token: "r"}}, map[string]string{
+			"Authorization": "Bearer r", "X-Sandbox-Agent-Token": "t", "X-Sandbox-Id": "sb", "X-Sandbox-Namespace": "team", "X-Sandbox-Port": "2468",
+		}},
+		{"router defaults", Client{Token: "t", TokenHeader: "X-Other", Router: &Router{SandboxID: "sb"}}, map[string]string{
+			"X-Other": "t", "X-Sandbox-Id": "sb",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.client.headers()
+			if len(got) != len(c.want) {
+				t.Errorf("headers %v, want %v", got, c.want)
+			}
+			for k, v := range c.want {
+				if got.Get(k) != v {
+					t.Errorf("%s: %q, want %q (all: %v)", k, got.Get(k), v, got)
+				}
+			}
+		})
+	}
+}

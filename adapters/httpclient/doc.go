@@ -21,7 +21,21 @@
 // io.Reader), DeleteFSEntry, Mkdir, Move, UploadBatch (a tar streamed from an
 // io.Reader); MCPConfig, SetMCPConfig, DeleteMCPConfig and the skills
 // equivalents; ListACPServers, ACPStderr, CloseACP; PostACP and StreamACP
-// for the raw ACP transport. Do and Send reach anything else.
+// for the raw ACP transport; ProcessConfig, SetProcessConfig, RunProcess,
+// CreateProcess, ListProcesses, Process, StopProcess, KillProcess,
+// DeleteProcess, SendProcessInput, ResizeProcessTerminal, ProcessLogs,
+// FollowProcessLogs (the live log, to the exit) and ConnectTerminal (a
+// process's terminal over its WebSocket, as an io.ReadWriteCloser). Do and
+// Send reach anything else.
+//
+// # Behind a router
+//
+// Router sends every request through a router in front of many sandboxes,
+// such as kubernetes-sigs/agent-sandbox's sandbox-router: BaseURL is the
+// router's address, Router names the sandbox (X-Sandbox-ID, namespace,
+// port) and carries the router's own token; the daemon's token then goes in
+// TokenHeader (DefaultTokenHeader unless set), which the daemon reads with
+// --token-header.
 //
 // Every non-2xx answer is returned as a *Problem, the daemon's
 // application/problem+json document (status, type, detail, extensions and

@@ -33,6 +33,11 @@ leaves it running unless --delete-on-exit.
 The token is read from --token-file or $SANDBOX_AGENT_TOKEN, never from the
 command line, where other users of the machine could read it.
 
+Behind a router that picks the sandbox by headers (agent-sandbox's
+sandbox-router), --endpoint is the router's URL and --sandbox-id names the
+sandbox; the daemon's token then travels in --token-header
+(X-Sandbox-Agent-Token by default) and the router's own in Authorization.
+
 A stdin line that is not a JSON-RPC message is answered on stdout as a
 local agent would (-32700 Parse error or -32600 Invalid Request) and not
 sent; the bridge goes on with the next line.
@@ -43,6 +48,7 @@ instance gone: pending requests get JSON-RPC errors, exit 1.`
 
 // bridgeConfig is the parsed command line of "sandbox-agent acp".
 type bridgeConfig struct {
+	router                               routerFlags
 	endpoint, agent, serverID, tokenFile string
 	deleteOnExit                         bool
 	reconnectTimeout                     time.Duration
@@ -87,6 +93,9 @@ func newACPBridgeCmd() *cobra.Command {
 				return usagef("%v", err)
 			}
 			client := &httpclient.Client{BaseURL: cfg.endpoint, Token: token}
+			if err := cfg.router.apply(client); err != nil {
+				return err
+			}
 			stdin, stdout, polled := pollableStdio(c.InOrStdin(), c.OutOrStdout())
 			if polled && os.Getenv("GOMAXPROCS") == "" {
 				// One thread: with stdin and stdout polled, nothing here
@@ -109,6 +118,7 @@ func newACPBridgeCmd() *cobra.Command {
 	fs.DurationVar(&cfg.reconnectTimeout, "reconnect-timeout", 30*time.Second, "give up after the daemon was unreachable this long")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "text, color or json")
+	cfg.router.register(fs)
 	return cmd
 }
 

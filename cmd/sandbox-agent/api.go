@@ -29,6 +29,7 @@ func newAPICmd() *cobra.Command {
 type apiFlags struct {
 	endpoint, token string
 	format          string
+	router          routerFlags
 }
 
 const defaultEndpoint = "http://" + defaultHost + ":" + defaultPort
@@ -36,6 +37,7 @@ const defaultEndpoint = "http://" + defaultHost + ":" + defaultPort
 func (f *apiFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.endpoint, "endpoint", "e", "", "URL of the daemon (default: $SANDBOX_AGENT_ENDPOINT, else "+defaultEndpoint+")")
 	fs.StringVarP(&f.token, "token", "t", "", "bearer token to send (default: $SANDBOX_AGENT_TOKEN)")
+	f.router.register(fs)
 }
 
 // registerFormat adds --format, for the commands that print JSON.
@@ -75,7 +77,7 @@ func (f *apiFlags) printRaw(w io.Writer, doc []byte) error {
 
 // client applies the environment defaults (read here, so --help never
 // prints a token) and returns a client of the daemon.
-func (f *apiFlags) client(fs *pflag.FlagSet) *httpclient.Client {
+func (f *apiFlags) client(fs *pflag.FlagSet) (*httpclient.Client, error) {
 	if !fs.Changed("endpoint") {
 		if f.endpoint = os.Getenv("SANDBOX_AGENT_ENDPOINT"); f.endpoint == "" {
 			f.endpoint = defaultEndpoint
@@ -84,7 +86,8 @@ func (f *apiFlags) client(fs *pflag.FlagSet) *httpclient.Client {
 	if !fs.Changed("token") {
 		f.token = os.Getenv("SANDBOX_AGENT_TOKEN")
 	}
-	return &httpclient.Client{BaseURL: f.endpoint, Token: f.token}
+	c := &httpclient.Client{BaseURL: f.endpoint, Token: f.token}
+	return c, f.router.apply(c)
 }
 
 func newAPIAgentsListCmd() *cobra.Command {
@@ -95,7 +98,11 @@ func newAPIAgentsListCmd() *cobra.Command {
 		Short: "List the agents the daemon knows",
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			agents, err := af.client(c.Flags()).ListAgents(c.Context(), config, noCache)
+			client, err := af.client(c.Flags())
+			if err != nil {
+				return err
+			}
+			agents, err := client.ListAgents(c.Context(), config, noCache)
 			if err != nil {
 				return err
 			}
@@ -117,7 +124,11 @@ func newAPIAgentsGetCmd() *cobra.Command {
 		Short: "Show one agent",
 		Args:  argsBetween(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
-			out, err := af.client(c.Flags()).Agent(c.Context(), args[0], config, noCache)
+			client, err := af.client(c.Flags())
+			if err != nil {
+				return err
+			}
+			out, err := client.Agent(c.Context(), args[0], config, noCache)
 			if err != nil {
 				return err
 			}
@@ -139,7 +150,10 @@ func newAPIAgentsInstallCmd() *cobra.Command {
 		Short: "Install an agent on the daemon's host",
 		Args:  argsBetween(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
-			client := af.client(c.Flags())
+			client, err := af.client(c.Flags())
+			if err != nil {
+				return err
+			}
 			fmt.Fprintf(c.ErrOrStderr(), "installing %s on %s ...\n", args[0], af.endpoint)
 			out, err := client.InstallAgent(c.Context(), args[0], inst.opts)
 			if err != nil {

@@ -35,7 +35,11 @@ notification or an asynchronous request prints "202 Accepted" on stderr.`,
 		Example: `  sandbox-agent api acp post demo --agent mock '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'`,
 		Args:    argsBetween(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx, client, id := c.Context(), af.client(c.Flags()), args[0]
+			client, err := af.client(c.Flags())
+			if err != nil {
+				return err
+			}
+			ctx, id := c.Context(), args[0]
 			stdout, stderr := c.OutOrStdout(), c.ErrOrStderr()
 			if len(args) > 1 {
 				return postOne(ctx, client, &af, id, agent, []byte(args[1]), stdout, stderr)
@@ -77,7 +81,11 @@ the agent wrote it, one per line.`,
 		Args: argsBetween(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx, stdout := c.Context(), c.OutOrStdout()
-			err := af.client(c.Flags()).StreamACP(ctx, args[0], lastID, func(ev httpclient.ACPEvent) error {
+			client, err := af.client(c.Flags())
+			if err != nil {
+				return err
+			}
+			err = client.StreamACP(ctx, args[0], lastID, func(ev httpclient.ACPEvent) error {
 				if ids {
 					_, err := fmt.Fprintf(stdout, "%s\t%s\n", ev.ID, ev.Data)
 					return err
@@ -105,7 +113,11 @@ func newACPCloseCmd() *cobra.Command {
 		Short: "Stop a server id's agent and forget it",
 		Args:  argsBetween(1, 1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return af.client(c.Flags()).CloseACP(c.Context(), args[0])
+			client, err := af.client(c.Flags())
+			if err != nil {
+				return err
+			}
+			return client.CloseACP(c.Context(), args[0])
 		},
 	}
 	af.register(cmd.Flags())
@@ -120,7 +132,11 @@ func newACPListCmd() *cobra.Command {
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var out json.RawMessage
-			if err := af.client(c.Flags()).Do(c.Context(), "GET", "/v1/acp", nil, nil, &out); err != nil {
+			client, err := af.client(c.Flags())
+			if err != nil {
+				return err
+			}
+			if err := client.Do(c.Context(), "GET", "/v1/acp", nil, nil, &out); err != nil {
 				return err
 			}
 			return af.printRaw(c.OutOrStdout(), out)
