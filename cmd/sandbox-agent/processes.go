@@ -15,7 +15,7 @@ import (
 // environment minus its own secrets, and with a host filesystem their
 // working directory is resolved (and, under --fs-root, confined) exactly as
 // /v1/fs paths are, defaulting to the root.
-func newProcesses(f *serverFlags, fsys *files.Files, log *slog.Logger) *processes.Service {
+func newProcesses(f *serverFlags, fsys *files.Files, sup *process.Supervisor, log *slog.Logger) *processes.Service {
 	opts := processes.Options{Logger: log}
 	if f.fsBackend == "os" || f.fsRoot != "" {
 		opts.ResolveDir = fsys.Dir
@@ -23,7 +23,7 @@ func newProcesses(f *serverFlags, fsys *files.Files, log *slog.Logger) *processe
 	if f.fsRoot != "" {
 		opts.DefaultDir = fsys.Home
 	}
-	return processes.New(&process.Starter{BaseEnv: secretFreeEnv(os.Environ(), f.token)}, opts)
+	return processes.New(&process.Starter{BaseEnv: secretFreeEnv(os.Environ(), f.token), Supervisor: sup}, opts)
 }
 
 // secretFreeEnv is env without the daemon's token: neither

@@ -86,7 +86,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	// startTokens has removed the token from the environment; the filter
 	// stays as a second guard.
 	agents.Installer.Disk = f.fsLimits.limits()
-	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), tokenEnv), Supervisor: supervisorExe()}
+	sup := startSupervisor(log)
+	defer sup.Close()
+	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), tokenEnv), Supervisor: sup}
 	instances := acp.NewInstances(opts, runner, agents)
 
 	files, configs, closeFs, err := newFilesystem(f)
@@ -94,7 +96,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeFs()
-	procSvc := newProcesses(f, files, log)
+	procSvc := newProcesses(f, files, sup, log)
 
 	authz, stopPolicies, err := startPolicies(ctx, f.policy, log)
 	if err != nil {
