@@ -9,41 +9,48 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// This file is the code that runs in a forked copy of the supervisor
-// (serve_linux.go) without exec: each tree's sub-supervisor, and the
-// leader it forks before that execs the command.
+// This file is the code that runs in each tree's sub-supervisor and in
+// its leader between fork and exec, without exec'ing anything of ours.
 //
-// Why fork without exec: a tree needs a subreaper of its own (with one
-// subreaper for every tree, an orphan cannot be told apart from another
-// tree's: a double fork escapes lineage), and exec'ing the daemon's
-// binary for each one costs ~6 ms of Go start-up per spawn, which is what
-// this design removes. The supervisor is a small Go process, so a fork of
-// it is cheap.
+// Why no exec: a tree needs a subreaper of its own (with one subreaper for
+// every tree, an orphan cannot be told apart from another tree's: a double
+// fork escapes lineage), and exec'ing the daemon's binary for each one
+// costs ~6 ms of Go start-up per spawn, which is what this design removes.
 //
-// What is safe in a forked child of a Go program is what the standard
-// library's syscall.forkAndExecInChild1 does: only the forking thread
-// exists in the child, so every lock another thread held stays held
-// forever; signals are blocked around the fork (runtime_BeforeFork) so no
-// Go signal handler runs in the child; the goroutine's stack guard is
-// spoiled so any stack growth crashes loudly. Every function that runs in
-// the child is therefore //go:nosplit (no stack check; the linker proves
-// the chain fits), //go:norace and //go:nocheckptr (no instrumentation
-// calls into the runtime), allocates nothing, writes no pointer (no write
-// barrier), calls nothing but raw system calls (syscall.RawSyscall6 is
-// nosplit assembly underneath) and never returns into normal Go code: it
-// ends in execve or exit_group. Everything it reads is built before the
-// fork in a forkSpec; everything it writes is plain memory in that spec.
+// How: the supervisor (serve_linux.go) starts a sub-supervisor with
+// clone(CLONE_VM) on a stack of its own (cloneVM, in assembly): a separate
+// process, with its own pid, descriptors and signal handlers, that shares
+// the supervisor's memory, so its start copies no page tables and it holds
+// no private copy of the supervisor's heap. The sub-supervisor starts the
+// leader with vfork semantics (rawVfork: CLONE_VM|CLONE_VFORK), and the
+// leader execs the command. Under the race detector the sub-supervisor is
+// a fork instead (same code, a copy of the memory; see race_on.go).
 //
-// The sub-supervisor never unblocks a signal: it reads SIGCHLD and
-// SIGUSR1 (the supervisor's go-ahead to reap the leader, see ackSignal)
-// from a signalfd, and learns that the supervisor died when the death
-// pipe's write end (held by the supervisor alone) closes.
+// What is safe there is what the standard library's
+// syscall.forkAndExecInChild1 allows a forked child, and stricter, since
+// the memory is shared with a running Go runtime: only the code of this
+// file runs; every function is //go:nosplit (no stack check; the linker
+// proves the chain fits), //go:norace and //go:nocheckptr (no
+// instrumentation calls), allocates nothing, writes no pointer, touches no
+// runtime state (not even the g register), indexes buffers only after
+// explicit bounds checks (a failed bounds check would run the runtime's
+// panic path on a stack it does not own), calls nothing but raw system
+// calls, and ends in exit_group or execve. It reads only its forkSpec,
+// which the supervisor keeps alive until the sub-supervisor is reaped, and
+// writes only the scratch part of it and its own stack. Signals stay
+// blocked (runtime_BeforeFork blocks them on the cloning thread), so no Go
+// signal handler ever runs there; a fault kills it (the kernel resets a
+// blocked synchronous signal to its default).
+//
+// The sub-supervisor reads SIGCHLD and SIGUSR1 (the supervisor's go-ahead
+// to reap the leader, see ackSignal) from a signalfd, and learns that the
+// supervisor died when the death pipe's write end (held by the supervisor
+// alone) closes.
 
 // The linkname'd runtime hooks the standard library's fork uses (and, as
 // the runtime's own comments say, other packages such as gVisor do too):
-// block signals and spoil the stack guard before the fork, undo that in
-// the parent after it, and in a child about to exec, reset the signal
-// handlers the runtime installed and restore the signal mask.
+// block signals on the calling thread (and keep the goroutine on it)
+// before the clone, and undo that after it.
 //
 //go:linkname runtime_BeforeFork syscall.runtime_BeforeFork
 func runtime_BeforeFork()
@@ -51,8 +58,20 @@ func runtime_BeforeFork()
 //go:linkname runtime_AfterFork syscall.runtime_AfterFork
 func runtime_AfterFork()
 
-//go:linkname runtime_AfterForkInChild syscall.runtime_AfterForkInChild
-func runtime_AfterForkInChild()
+// cloneVM is clone(flags) with the child on a stack of its own, running
+// subSupervise(s) there and never returning (clone_linux_*.s); keepg
+// gives the child the goroutine register (a forked child only).
+//
+//go:noescape
+func cloneVM(flags, stack uintptr, s *forkSpec, keepg uintptr) (pid uintptr, errno uintptr)
+
+// rawVfork is clone(flags) for a CLONE_VM|CLONE_VFORK child, in assembly
+// (vfork_linux_*.s) so the child cannot overwrite the return address the
+// parent needs. A Go call to it is a direct call, with no ABI wrapper
+// frame the child could clobber either.
+//
+//go:noescape
+func rawVfork(flags uintptr) (pid uintptr, errno uintptr)
 
 // Descriptors in a sub-supervisor, after it has moved its own to fixed
 // numbers and closed every other one it inherited.
@@ -129,8 +148,9 @@ type pollFD struct {
 }
 
 // forkSpec is everything a sub-supervisor and its leader need. The
-// supervisor fills the first part before the fork; the children only read
-// it, and write only the scratch part (no pointers there).
+// supervisor fills the first part before the clone and never writes it
+// again; the children only read it, and write only the scratch part (no
+// pointers there).
 type forkSpec struct {
 	id      uint64
 	path    *byte  // resolved command, NUL-terminated
@@ -153,12 +173,13 @@ type forkSpec struct {
 	leader  int32
 	self    int32
 	parent  int32
-	pipe    [2]int32
-	fail    [2]int32 // stage, errno
+	fail    [2]int32 // stage, errno, left by a leader that could not exec
 	rec     report
 	sigmask uint64
 	pfd     [2]pollFD
-	tick    [2]int64 // timespec: the kill phase's poll interval
+	tick    [2]int64  // timespec: the kill phase's poll interval
+	act     [4]uint64 // struct sigaction (handler, flags, restorer, mask)
+	dfl     [4]uint64 // SIG_DFL, no flags: stays zero
 	si      [128]byte
 	name    [32]byte
 	buf     [4096]byte
@@ -171,22 +192,36 @@ var childrenPath = [...]byte{'/', 'p', 'r', 'o', 'c', '/', 't', 'h', 'r', 'e', '
 
 var procPath = [...]byte{'/', 'p', 'r', 'o', 'c', 0}
 
-// forkTree forks a sub-supervisor for s and returns its pid in the
-// supervisor. In the child it runs subSupervise, which never returns.
-// The caller keeps s alive until forkTree has returned.
+// subStack is the size of a sub-supervisor's stack (its leader runs on it
+// too until exec); the linker bounds the chain of nosplit frames far below.
+const subStack = 32 << 10
+
+// forkTree starts a sub-supervisor for s on stack (the top of a region of
+// subStack bytes the caller keeps mapped, as it keeps s, until the
+// sub-supervisor is reaped) and returns its pid.
+func forkTree(s *forkSpec, stack uintptr) (pid int, err syscall.Errno) {
+	flags, keepg := uintptr(syscall.SIGCHLD|syscall.CLONE_VM), uintptr(0)
+	if raceBuild {
+		flags, keepg = uintptr(syscall.SIGCHLD), 1
+	}
+	runtime_BeforeFork()
+	r, e := cloneVM(flags, stack, s, keepg)
+	runtime_AfterFork()
+	return int(r), syscall.Errno(e)
+}
+
+// subEntry is how cloneVM's child calls subSupervise: through a func
+// value, in the register ABI, with no wrapper in between.
+var subEntry = subSupervise
+
+// at is &b[i] for a byte buffer, without a bounds check: callers check i
+// against the buffer's length themselves.
 //
-//go:noinline
+//go:nosplit
 //go:norace
 //go:nocheckptr
-func forkTree(s *forkSpec) (pid int, err syscall.Errno) {
-	runtime_BeforeFork()
-	r, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
-	if e != 0 || r != 0 {
-		runtime_AfterFork()
-		return int(r), e
-	}
-	subSupervise(s)
-	return 0, 0 // not reached
+func at(b *byte, i uintptr) *byte {
+	return (*byte)(unsafe.Add(unsafe.Pointer(b), i))
 }
 
 //go:nosplit
@@ -223,28 +258,28 @@ func sendReport(s *forkSpec, kind uint32, val int32) {
 	}
 }
 
-// subSupervise is a tree's sub-supervisor: a child subreaper that forks
+// subSupervise is a tree's sub-supervisor: a child subreaper that starts
 // the leader, reports its pid (or why it failed), its exit status, and
 // when nothing of its tree is left. Once the leader has exited, or the
 // supervisor is gone, it SIGKILLs every child it has, round after round
 // (orphans of the tree are reparented to it, the subreaper, as their
-// parents die), until it has none.
+// parents die), until it has none. It runs on its own stack (cloneVM) and
+// never returns.
 //
 //go:nosplit
 //go:norace
 //go:nocheckptr
 func subSupervise(s *forkSpec) {
 	var (
-		r1       uintptr
-		e        syscall.Errno
-		i        int
-		pid      int32
-		exited   bool // the leader has exited (a zombie, or reaped)
-		reaped   bool // the leader has been reaped
-		acked    bool // the supervisor allows reaping the leader
-		dying    bool // the supervisor is gone
-		timeout  uintptr
-		infinite bool
+		r1      uintptr
+		e       syscall.Errno
+		i       uintptr
+		pid     int32
+		exited  bool // the leader has exited (a zombie, or reaped)
+		reaped  bool // the leader has been reaped
+		acked   bool // the supervisor allows reaping the leader
+		dying   bool // the supervisor is gone
+		timeout uintptr
 	)
 	r1, _, _ = syscall.RawSyscall6(syscall.SYS_GETPID, 0, 0, 0, 0, 0, 0)
 	s.self = int32(r1)
@@ -253,29 +288,30 @@ func subSupervise(s *forkSpec) {
 
 	// Move the descriptors this tree needs to subNull..subErr, close
 	// every other one (other trees' pipes, the daemon's socket, the
-	// supervisor's own), and point stdio at /dev/null. The first pass
+	// supervisor's own: this process has a copy of the supervisor's
+	// descriptor table), and point stdio at /dev/null. The first pass
 	// lifts them above the target range so the second cannot clobber a
 	// source.
 	for i = 0; i < subSlots; i++ {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_FCNTL, uintptr(s.src[i]), syscall.F_DUPFD_CLOEXEC, subFirst+subSlots, 0, 0, 0)
+		r1, _, e = syscall.RawSyscall6(syscall.SYS_FCNTL, uintptr(*(*int32)(unsafe.Add(unsafe.Pointer(&s.src), 4*i))), syscall.F_DUPFD_CLOEXEC, subFirst+subSlots, 0, 0, 0)
 		if e != 0 {
 			rawExit(125)
 		}
-		s.tmp[i] = int32(r1)
+		*(*int32)(unsafe.Add(unsafe.Pointer(&s.tmp), 4*i)) = int32(r1)
 	}
 	for i = 0; i < subSlots; i++ {
-		if _, _, e = syscall.RawSyscall6(syscall.SYS_DUP3, uintptr(s.tmp[i]), uintptr(subFirst+i), syscall.O_CLOEXEC, 0, 0, 0); e != 0 {
+		if _, _, e = syscall.RawSyscall6(syscall.SYS_DUP3, uintptr(*(*int32)(unsafe.Add(unsafe.Pointer(&s.tmp), 4*i))), subFirst+i, syscall.O_CLOEXEC, 0, 0, 0); e != 0 {
 			rawExit(125)
 		}
 	}
 	_, _, e = syscall.RawSyscall6(unix.SYS_CLOSE_RANGE, subFirst+subSlots, uintptr(^uint32(0)), 0, 0, 0, 0)
 	if e != 0 {
-		for i = subFirst + subSlots; i <= int(s.maxFD); i++ {
-			rawClose(uintptr(i))
+		for i = subFirst + subSlots; i <= uintptr(s.maxFD); i++ {
+			rawClose(i)
 		}
 	}
 	for i = 0; i < 3; i++ {
-		syscall.RawSyscall6(syscall.SYS_DUP3, subNull, uintptr(i), 0, 0, 0, 0)
+		syscall.RawSyscall6(syscall.SYS_DUP3, subNull, i, 0, 0, 0, 0)
 	}
 
 	// Nothing this tree starts outlives it: orphans come here, not to
@@ -297,37 +333,24 @@ func subSupervise(s *forkSpec) {
 	s.pfd[1].fd = subDeath
 	s.pfd[1].events = unix.POLLIN
 
-	if _, _, e = syscall.RawSyscall6(syscall.SYS_PIPE2, uintptr(unsafe.Pointer(&s.pipe)), syscall.O_CLOEXEC, 0, 0, 0, 0); e != 0 {
-		sendReport(s, repFailed, stagePipe<<16|int32(e))
-		rawExit(0)
-	}
-	r1, _, e = syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+	// The leader: vfork semantics, so this resumes once it has exec'd
+	// (s.fail still zero) or failed (s.fail says where and why).
+	s.fail[0], s.fail[1] = 0, 0
+	r1, e = vforkLeader(s)
 	if e != 0 {
 		sendReport(s, repFailed, stageFork<<16|int32(e))
 		rawExit(0)
-	}
-	if r1 == 0 {
-		leaderExec(s)
 	}
 	pid = int32(r1)
 	s.leader = pid
 	// The leader has its own copies; the tree's pipes must end when the
 	// tree does, so this process keeps none.
-	rawClose(uintptr(s.pipe[1]))
 	rawClose(subIn)
 	rawClose(subOut)
 	rawClose(subErr)
-	s.fail[0], s.fail[1] = 0, 0
-	for {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_READ, uintptr(s.pipe[0]), uintptr(unsafe.Pointer(&s.fail)), unsafe.Sizeof(s.fail), 0, 0, 0)
-		if e != syscall.EINTR {
-			break
-		}
-	}
-	rawClose(uintptr(s.pipe[0]))
-	if e == 0 && r1 == unsafe.Sizeof(s.fail) {
-		// The leader failed before exec and exits 127; nothing else
-		// of the tree can exist yet.
+	if s.fail[0] != 0 {
+		// The leader failed before exec and has exited 127; nothing
+		// else of the tree can exist yet.
 		syscall.RawSyscall6(syscall.SYS_WAIT4, uintptr(pid), 0, 0, 0, 0, 0)
 		sendReport(s, repFailed, s.fail[0]<<16|s.fail[1])
 		rawExit(0)
@@ -338,8 +361,8 @@ func subSupervise(s *forkSpec) {
 		// Signals: SIGCHLD wakes the reaping below; the ack counts only
 		// from the supervisor.
 		for {
-			r1, _, e = syscall.RawSyscall6(syscall.SYS_READ, uintptr(s.pfd[0].fd), uintptr(unsafe.Pointer(&s.si)), uintptr(len(s.si)), 0, 0, 0)
-			if e != 0 || r1 < uintptr(len(s.si)) {
+			r1, _, e = syscall.RawSyscall6(syscall.SYS_READ, uintptr(s.pfd[0].fd), uintptr(unsafe.Pointer(&s.si)), unsafe.Sizeof(s.si), 0, 0, 0)
+			if e != 0 || r1 < unsafe.Sizeof(s.si) {
 				break
 			}
 			// struct signalfd_siginfo: ssi_signo at 0, ssi_pid at 12.
@@ -353,9 +376,7 @@ func subSupervise(s *forkSpec) {
 		// signals), so children are first peeked at and only the others
 		// reaped.
 		for !reaped {
-			for i = range s.si {
-				s.si[i] = 0
-			}
+			s.si = [128]byte{}
 			_, _, e = syscall.RawSyscall6(syscall.SYS_WAITID, unix.P_ALL, 0, uintptr(unsafe.Pointer(&s.si)), unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, 0, 0)
 			// siginfo_t for SIGCHLD: si_code at 8, si_pid at 16, si_status at 24.
 			if e != 0 || *(*int32)(unsafe.Pointer(&s.si[16])) == 0 {
@@ -393,12 +414,13 @@ func subSupervise(s *forkSpec) {
 			killChildren(s, exited && !reaped)
 		}
 
-		// ppoll writes the time left back into its timeout.
-		s.tick[0], s.tick[1] = 0, 20*1000*1000 // 20 ms
-		timeout = uintptr(unsafe.Pointer(&s.tick))
-		infinite = !exited && !dying
-		if infinite {
-			timeout = 0
+		// While killing, look again every 20 ms (an orphan reparented
+		// here raises no signal); else sleep until a signal or the
+		// death pipe. ppoll writes the time left back into its timeout.
+		timeout = 0
+		if exited || dying {
+			s.tick[0], s.tick[1] = 0, 20*1000*1000
+			timeout = uintptr(unsafe.Pointer(&s.tick))
 		}
 		s.pfd[0].revents, s.pfd[1].revents = 0, 0
 		syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&s.pfd)), 2, timeout, 0, 0, 0)
@@ -431,38 +453,41 @@ func waitStatus(code, status int32) int32 {
 }
 
 // killChildren SIGKILLs every child of the sub-supervisor but a leader
-// that has already exited (skipLeader). A child is never reaped here, so
-// its pid cannot have been reused; killing a zombie is harmless.
+// that has exited and is not reaped yet (skipLeader). A child is never
+// reaped here, so its pid cannot have been reused; killing a zombie is
+// harmless.
 //
 //go:nosplit
 //go:norace
 //go:nocheckptr
 func killChildren(s *forkSpec, skipLeader bool) {
 	var (
-		r1, fd uintptr
-		e      syscall.Errno
-		i      uintptr
-		n      int32
-		digits bool
+		r1, fd, i uintptr
+		e         syscall.Errno
+		n         int32
+		c         byte
+		digits    bool
 	)
-	if s.flags&forkNoChildrenFile == 0 {
-		fd, _, e = syscall.RawSyscall6(syscall.SYS_OPENAT, ^uintptr(99), uintptr(unsafe.Pointer(&childrenPath[0])), syscall.O_RDONLY|syscall.O_CLOEXEC, 0, 0, 0)
+	if s.flags&forkNoChildrenFile != 0 {
+		killChildrenScan(s, skipLeader)
+		return
 	}
-	if s.flags&forkNoChildrenFile != 0 || e != 0 {
+	fd, _, e = syscall.RawSyscall6(syscall.SYS_OPENAT, ^uintptr(99), uintptr(unsafe.Pointer(&childrenPath[0])), syscall.O_RDONLY|syscall.O_CLOEXEC, 0, 0, 0)
+	if e != 0 {
 		killChildrenScan(s, skipLeader)
 		return
 	}
 	// "pid pid pid " in chunks; a number may span two reads.
 	for {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.buf)), uintptr(len(s.buf)), 0, 0, 0)
+		r1, _, e = syscall.RawSyscall6(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.buf)), unsafe.Sizeof(s.buf), 0, 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}
-		if e != 0 || r1 == 0 {
+		if e != 0 || r1 == 0 || r1 > unsafe.Sizeof(s.buf) {
 			break
 		}
 		for i = 0; i < r1; i++ {
-			c := s.buf[i]
+			c = *at(&s.buf[0], i)
 			if c >= '0' && c <= '9' {
 				n = n*10 + int32(c-'0')
 				digits = true
@@ -489,72 +514,85 @@ func killChildren(s *forkSpec, skipLeader bool) {
 func killChildrenScan(s *forkSpec, skipLeader bool) {
 	var (
 		dir, fd, r1, n1 uintptr
-		off, j          uintptr
+		off, j, k       uintptr
+		paren           uintptr
 		e               syscall.Errno
 		pid, ppid, n    int32
-		reclen          uint16
-		k               int
-		paren           int
+		reclen          uintptr
+		c               byte
 	)
 	dir, _, e = syscall.RawSyscall6(syscall.SYS_OPENAT, ^uintptr(99), uintptr(unsafe.Pointer(&procPath[0])), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0, 0, 0)
 	if e != 0 {
 		return
 	}
 	for {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_GETDENTS64, dir, uintptr(unsafe.Pointer(&s.buf)), uintptr(len(s.buf)), 0, 0, 0)
+		r1, _, e = syscall.RawSyscall6(syscall.SYS_GETDENTS64, dir, uintptr(unsafe.Pointer(&s.buf)), unsafe.Sizeof(s.buf), 0, 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}
-		if e != 0 || r1 == 0 {
+		if e != 0 || r1 == 0 || r1 > unsafe.Sizeof(s.buf) {
 			break
 		}
-		// struct linux_dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name.
-		for off = 0; off+19 < r1; off += uintptr(reclen) {
-			reclen = *(*uint16)(unsafe.Pointer(&s.buf[off+16]))
-			if reclen == 0 {
+		// struct linux_dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1,
+		// d_name; each record lies within what was read.
+		for off = 0; off+19 < r1; off += reclen {
+			reclen = uintptr(*(*uint16)(unsafe.Pointer(at(&s.buf[0], off+16))))
+			if reclen < 20 || off+reclen > r1 {
 				break
 			}
 			// "/proc/" + name + "/stat", if the name is a pid.
-			pid = 0
-			k = 0
-			s.name[k], s.name[k+1], s.name[k+2], s.name[k+3], s.name[k+4], s.name[k+5] = '/', 'p', 'r', 'o', 'c', '/'
-			k = 6
-			for j = off + 19; j < off+uintptr(reclen) && s.buf[j] != 0 && k < len(s.name)-7; j++ {
-				if s.buf[j] < '0' || s.buf[j] > '9' {
+			s.name[0], s.name[1], s.name[2], s.name[3], s.name[4], s.name[5] = '/', 'p', 'r', 'o', 'c', '/'
+			pid, k = 0, 6
+			for j = off + 19; j < off+reclen; j++ {
+				c = *at(&s.buf[0], j)
+				if c == 0 {
+					break
+				}
+				if c < '0' || c > '9' || k >= unsafe.Sizeof(s.name)-6 {
 					pid = -1
 					break
 				}
-				pid = pid*10 + int32(s.buf[j]-'0')
-				s.name[k] = s.buf[j]
+				pid = pid*10 + int32(c-'0')
+				*at(&s.name[0], k) = c
 				k++
 			}
 			if pid <= 0 || pid == s.self || (skipLeader && pid == s.leader) {
 				continue
 			}
-			s.name[k], s.name[k+1], s.name[k+2], s.name[k+3], s.name[k+4], s.name[k+5] = '/', 's', 't', 'a', 't', 0
+			// k <= len(name)-6 here, so the suffix fits.
+			*at(&s.name[0], k) = '/'
+			*at(&s.name[0], k+1) = 's'
+			*at(&s.name[0], k+2) = 't'
+			*at(&s.name[0], k+3) = 'a'
+			*at(&s.name[0], k+4) = 't'
+			*at(&s.name[0], k+5) = 0
 			fd, _, e = syscall.RawSyscall6(syscall.SYS_OPENAT, ^uintptr(99), uintptr(unsafe.Pointer(&s.name[0])), syscall.O_RDONLY|syscall.O_CLOEXEC, 0, 0, 0)
 			if e != 0 {
 				continue
 			}
-			n1, _, e = syscall.RawSyscall6(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.stat)), uintptr(len(s.stat)), 0, 0, 0)
+			n1, _, e = syscall.RawSyscall6(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.stat)), unsafe.Sizeof(s.stat), 0, 0, 0)
 			rawClose(fd)
-			if e != 0 {
+			if e != 0 || n1 > unsafe.Sizeof(s.stat) {
 				continue
 			}
 			// "pid (comm) S ppid ...": the command may hold ')', so
 			// the last one ends it.
-			paren = -1
-			for k = 0; k < int(n1); k++ {
-				if s.stat[k] == ')' {
+			paren = n1
+			for k = 0; k < n1; k++ {
+				if *at(&s.stat[0], k) == ')' {
 					paren = k
 				}
 			}
-			if paren < 0 || paren+4 >= int(n1) {
+			if paren == n1 || paren+4 >= n1 {
 				continue
 			}
 			ppid, n = 0, 0
-			for k = paren + 4; k < int(n1) && s.stat[k] >= '0' && s.stat[k] <= '9'; k++ {
-				ppid = ppid*10 + int32(s.stat[k]-'0')
+			for k = paren + 4; k < n1; k++ {
+				c = *at(&s.stat[0], k)
+				if c < '0' || c > '9' {
+					break
+				}
+				ppid = ppid*10 + int32(c-'0')
 				n++
 			}
 			if n > 0 && ppid == s.self {
@@ -565,10 +603,32 @@ func killChildrenScan(s *forkSpec, skipLeader bool) {
 	rawClose(dir)
 }
 
-// leaderExec is the leader between its fork and exec: its session or
-// group, credentials, directory, stdio and terminal, then execve. A
-// failure is written (stage, errno) to the sub-supervisor's pipe, and the
-// leader exits 127.
+// vforkLeader starts the leader with vfork semantics (CLONE_VM |
+// CLONE_VFORK): this process resumes only once the leader has exec'd or
+// exited. As in the standard library, the child continues in this frame
+// and never returns from it, while the parent returns at once: the
+// child's calls use the stack below this frame, and the parent's results
+// are written after the child is gone.
+//
+//go:noinline
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func vforkLeader(s *forkSpec) (pid uintptr, err syscall.Errno) {
+	var e uintptr
+	pid, e = rawVfork(syscall.CLONE_VM | syscall.CLONE_VFORK | uintptr(syscall.SIGCHLD))
+	if e != 0 || pid != 0 {
+		return pid, syscall.Errno(e)
+	}
+	leaderExec(s)
+	return 0, 0
+}
+
+// leaderExec is the leader between its start and exec: its session or
+// group, credentials, directory, stdio and terminal, its signal handlers
+// back to the defaults and its signal mask emptied, then execve. It runs
+// in the sub-supervisor's memory (vfork): a failure is left (stage, errno)
+// in s.fail, and the leader exits 127.
 //
 //go:nosplit
 //go:norace
@@ -577,6 +637,7 @@ func leaderExec(s *forkSpec) {
 	var (
 		e     syscall.Errno
 		r1    uintptr
+		sig   uintptr
 		stage int32
 	)
 	stage = stageSession
@@ -632,13 +693,27 @@ func leaderExec(s *forkSpec) {
 	if s.flags&forkNofile != 0 {
 		syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, syscall.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&s.nofile)), 0, 0, 0)
 	}
-	// The runtime's handlers go back to the defaults (execve would do it,
-	// but a signal may come first) and the signal mask is restored.
-	runtime_AfterForkInChild()
+	// The supervisor's signal handlers go back to the defaults (execve
+	// would do it, but a signal may come first, and they must not run
+	// here); ignored signals stay ignored, as they would across execve.
+	// Then the mask is emptied.
+	for sig = 1; sig <= 64; sig++ {
+		if sig == uintptr(syscall.SIGKILL) || sig == uintptr(syscall.SIGSTOP) {
+			continue
+		}
+		if _, _, e = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, sig, 0, uintptr(unsafe.Pointer(&s.act)), 8, 0, 0); e != 0 {
+			continue
+		}
+		if s.act[0] != 0 && s.act[0] != 1 { // neither SIG_DFL nor SIG_IGN
+			syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&s.dfl)), 0, 8, 0, 0)
+		}
+	}
+	s.act[0] = 0
+	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.act)), 0, 8, 0, 0)
 	stage = stageExec
 	_, _, e = syscall.RawSyscall6(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(s.path)), uintptr(unsafe.Pointer(s.argv)), uintptr(unsafe.Pointer(s.envv)), 0, 0, 0)
 fail:
+	// Shared memory with the suspended sub-supervisor (vfork).
 	s.fail[0], s.fail[1] = stage, int32(e)
-	syscall.RawSyscall6(syscall.SYS_WRITE, uintptr(s.pipe[1]), uintptr(unsafe.Pointer(&s.fail)), unsafe.Sizeof(s.fail), 0, 0, 0)
 	rawExit(127)
 }

@@ -5,6 +5,7 @@ package process
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,8 +50,12 @@ type server struct {
 
 // subTree is the supervisor's view of one sub-supervisor.
 type subTree struct {
-	id      uint64
-	pid     int
+	id  uint64
+	pid int
+	// spec and stack are the sub-supervisor's memory: it shares this
+	// process's, so both stay alive until it is reaped.
+	spec    *forkSpec
+	stack   []byte
 	started bool // reported its leader's pid
 	failed  bool // reported why its leader could not start
 	exited  bool // its leader's exit was forwarded
@@ -241,21 +247,55 @@ func (sv *server) spawn(id uint64, body []byte, fds []int) {
 		s.flags |= forkNoChildrenFile
 	}
 
+	stack, top, err := newStack()
+	if err != nil {
+		sv.send(id, repFailed, stageFork<<16|int32(errnoOf(err)))
+		return
+	}
+
 	sv.mu.Lock()
-	pid, errno := forkTree(s)
+	pid, errno := forkTree(s, top)
 	if errno == 0 {
-		t := &subTree{id: id, pid: pid}
+		t := &subTree{id: id, pid: pid, spec: s, stack: stack}
 		sv.trees[id] = t
 		sv.byPID[pid] = t
 	}
 	sv.mu.Unlock()
-	runtime.KeepAlive(s)
-	runtime.KeepAlive(r)
+	// The spec's pointers keep the request's strings alive; the slices
+	// themselves, until here.
 	runtime.KeepAlive(argv)
 	runtime.KeepAlive(envv)
+	runtime.KeepAlive(r)
 	if errno != 0 {
+		_ = unix.Munmap(stack)
 		sv.send(id, repFailed, stageFork<<16|int32(errno))
 	}
+}
+
+// newStack maps a sub-supervisor's stack: subStack bytes above a guard
+// page, so an overflow faults (and kills only the sub-supervisor) instead
+// of writing into this process's memory. It returns the mapping and its
+// top, 16-byte aligned.
+func newStack() ([]byte, uintptr, error) {
+	page := os.Getpagesize()
+	b, err := unix.Mmap(-1, 0, subStack+page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := unix.Mprotect(b[:page], unix.PROT_NONE); err != nil {
+		_ = unix.Munmap(b)
+		return nil, 0, err
+	}
+	top := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(len(b))
+	return b, top &^ 15, nil
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
 }
 
 // highestFD is the highest descriptor open in this process.
@@ -355,6 +395,9 @@ func (sv *server) reaped(pid int, ws syscall.WaitStatus) {
 		return
 	}
 	t.reaped = true
+	// Nothing runs on its stack or reads its spec any more.
+	_ = unix.Munmap(t.stack)
+	t.stack, t.spec = nil, nil
 	var events [][2]int64
 	if !(ws.Exited() && ws.ExitStatus() == 0) {
 		// The sub-supervisor did not finish its work (killed, or its
