@@ -96,7 +96,7 @@ const (
 	forkNoChildrenFile             // find children by scanning /proc (no children files; tests)
 
 	// forkRequestFlags are the flags a daemon's request may set.
-	forkRequestFlags = forkSetsid | forkSetpgid | forkCtty | forkCred | forkNofile | forkNoChildrenFile
+	forkRequestFlags = forkSetsid | forkSetpgid | forkCtty | forkCred | forkNoChildrenFile
 )
 
 // Stages a leader can fail at, reported with the errno.

@@ -30,8 +30,6 @@ type launch struct {
 	// the group id.
 	session bool
 	cred    *Credential
-	// nofile, when set, is the soft and hard RLIMIT_NOFILE to give it.
-	nofile [2]uint64
 }
 
 // group is a started process tree: its leader's pid (also its group id),

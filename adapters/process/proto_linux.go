@@ -42,7 +42,6 @@ type spawnReq struct {
 	uid    uint32
 	gid    uint32
 	groups []uint32
-	nofile [2]uint64
 	// stdio maps the leader's fds 0, 1, 2 to an index among the
 	// descriptors sent with the request; -1 is /dev/null.
 	stdio [3]int32
@@ -66,8 +65,6 @@ func (r *spawnReq) encode() ([]byte, error) {
 	for _, g := range r.groups {
 		b = le.AppendUint32(b, g)
 	}
-	b = le.AppendUint64(b, r.nofile[0])
-	b = le.AppendUint64(b, r.nofile[1])
 	for _, s := range r.stdio {
 		b = le.AppendUint32(b, uint32(s))
 	}
@@ -103,8 +100,6 @@ func decodeSpawn(b []byte) (*spawnReq, error) {
 	for i := range r.groups {
 		r.groups[i] = d.u32()
 	}
-	r.nofile[0] = d.u64()
-	r.nofile[1] = d.u64()
 	for i := range r.stdio {
 		r.stdio[i] = int32(d.u32())
 	}
@@ -136,13 +131,6 @@ func (d *decoder) take(n uint64) []byte {
 func (d *decoder) u32() uint32 {
 	if v := d.take(4); v != nil {
 		return binary.LittleEndian.Uint32(v)
-	}
-	return 0
-}
-
-func (d *decoder) u64() uint64 {
-	if v := d.take(8); v != nil {
-		return binary.LittleEndian.Uint64(v)
 	}
 	return 0
 }

@@ -37,6 +37,11 @@ type server struct {
 	// closeRange is false on kernels before 5.9; the sub-supervisors
 	// then close descriptors one by one up to the highest open one.
 	closeRange bool
+	// nofile is the RLIMIT_NOFILE this process was started with, before
+	// the Go runtime raised its soft limit: what the daemon's os/exec gives
+	// a child, and so what leaders get (hasNofile: known).
+	nofile    [2]uint64
+	hasNofile bool
 	// childrenFiles is false without /proc/<pid>/task/<tid>/children
 	// (CONFIG_PROC_CHILDREN): children are then found by scanning /proc.
 	childrenFiles bool
@@ -114,6 +119,7 @@ func ServeSupervisor() int {
 		return fail(err)
 	}
 	sv.report, sv.repW = os.NewFile(uintptr(p[0]), "report"), p[1]
+	sv.nofile, sv.hasNofile = startLimit()
 	sv.closeRange = unix.CloseRange(^uint(0)>>33, ^uint(0)>>33, 0) == nil
 	_, err = os.Stat("/proc/thread-self/children")
 	sv.childrenFiles = err == nil
@@ -203,7 +209,7 @@ func (sv *server) spawn(id uint64, body []byte, fds []int) {
 		sv.send(id, repFailed, stagePipe<<16|int32(syscall.EINVAL))
 		return
 	}
-	s := &forkSpec{id: id, flags: uintptr(r.flags) & forkRequestFlags, uid: uintptr(r.uid), gid: uintptr(r.gid), nofile: r.nofile}
+	s := &forkSpec{id: id, flags: uintptr(r.flags) & forkRequestFlags, uid: uintptr(r.uid), gid: uintptr(r.gid)}
 	s.src[0], s.src[1], s.src[2] = int32(sv.null), int32(sv.deathR), int32(sv.repW)
 	for i, slot := range r.stdio {
 		s.src[3+i] = int32(sv.null)
@@ -245,6 +251,10 @@ func (sv *server) spawn(id uint64, body []byte, fds []int) {
 	}
 	if !sv.childrenFiles {
 		s.flags |= forkNoChildrenFile
+	}
+	if sv.hasNofile {
+		s.flags |= forkNofile
+		s.nofile = sv.nofile
 	}
 
 	stack, top, err := newStack()
@@ -296,6 +306,59 @@ func errnoOf(err error) syscall.Errno {
 		return e
 	}
 	return syscall.EIO
+}
+
+// startLimit finds the RLIMIT_NOFILE this process started with. The Go
+// runtime raises its own soft limit at start and restores the original in
+// the children it starts (os/exec, syscall.ForkExec), but keeps the
+// original to itself; the leaders, forked here without the standard
+// library, would get the raised one, which breaks programs that use
+// select(2) or close every descriptor up to the limit. So a child is
+// started with syscall.ForkExec, stopped at its exec by ptrace before any
+// of its code runs, and its limit (the original) read. Where ptrace is not
+// allowed (seccomp, Yama), the limit is left as it is.
+func startLimit() ([2]uint64, bool) {
+	exe, err := os.Executable()
+	if err != nil {
+		return [2]uint64{}, false
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return [2]uint64{}, false
+	}
+	defer null.Close()
+	fd := null.Fd()
+	pid, err := syscall.ForkExec(exe, []string{exe, "--version"}, &syscall.ProcAttr{
+		Files: []uintptr{fd, fd, fd},
+		Sys:   &syscall.SysProcAttr{Ptrace: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		return [2]uint64{}, false
+	}
+	defer func() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(pid, &ws, syscall.WALL, nil); err != syscall.EINTR {
+				return
+			}
+		}
+	}()
+	var ws syscall.WaitStatus
+	for {
+		_, err = syscall.Wait4(pid, &ws, syscall.WALL|syscall.WUNTRACED, nil)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil || !ws.Stopped() {
+		return [2]uint64{}, false
+	}
+	var lim unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &lim); err != nil {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{lim.Cur, lim.Max}, true
 }
 
 // highestFD is the highest descriptor open in this process.

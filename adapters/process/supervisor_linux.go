@@ -292,10 +292,6 @@ func (s *Supervisor) spawn(l *launch) (*tree, error) {
 	if s.scanProc {
 		r.flags |= forkNoChildrenFile
 	}
-	if l.nofile[0] != 0 {
-		r.flags |= forkNofile
-		r.nofile = l.nofile
-	}
 	body, err := r.encode()
 	if err != nil {
 		return nil, err

@@ -376,3 +376,28 @@ func TestSupervisorWithoutChildrenFiles(t *testing.T) {
 		t.Errorf("escapee %d alive after Wait", esc)
 	}
 }
+
+// A process under the supervisor gets the open-files limit os/exec gives
+// (the one the daemon started with), not the one the Go runtime raised
+// for itself.
+func TestSupervisorOpenFileLimit(t *testing.T) {
+	spec := domain.ProcessSpec{Command: "sh", Args: []string{"-c", "ulimit -Sn; ulimit -Hn"}}
+	var got [2]string
+	for i, s := range []*Starter{{BaseEnv: os.Environ()}, {BaseEnv: os.Environ(), Supervisor: testSupervisor()}} {
+		p, err := s.Start(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(p.IO().Stdout)
+		waitWithin(t, p, 10*time.Second)
+		closeIO(p)
+		got[i] = string(b)
+	}
+	if got[0] != got[1] {
+		t.Errorf("limits with os/exec %q, under the supervisor %q", got[0], got[1])
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		t.Logf("os/exec %q, supervised %q, this process %d/%d", got[0], got[1], lim.Cur, lim.Max)
+	}
+}
