@@ -22,6 +22,7 @@ import (
 // everything under the supervisor: same pids, statuses, pipes, terminals,
 // errors and group semantics.
 func TestSupervised(t *testing.T) {
+	testSupervisor() // started now: its socket is not a descriptor a test leaked
 	supervisedTests = true
 	t.Cleanup(func() { supervisedTests = false })
 	for name, test := range map[string]func(*testing.T){
