@@ -26,6 +26,10 @@ type Runner struct {
 	Supervisor *Supervisor
 	// Cred, when set, runs every agent as that user (--run-as).
 	Cred *Credential
+	// DefaultDir is the working directory of an agent whose spec names
+	// none (the --run-as user's home: the daemon's may be closed to it);
+	// empty means the daemon's.
+	DefaultDir string
 }
 
 var _ ports.AgentRunner = (*Runner)(nil)
@@ -65,6 +69,9 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 	l := &launch{
 		path: path, argv: append([]string{spec.Command}, spec.Args...), env: mergeEnv(r.BaseEnv, spec.Env), dir: spec.Dir,
 		stdin: pipes.inR, stdout: pipes.outW, stderr: pipes.errW, cred: r.Cred,
+	}
+	if l.dir == "" {
+		l.dir = r.DefaultDir
 	}
 	g, err := startGroup(r.Supervisor, l)
 	if err != nil {

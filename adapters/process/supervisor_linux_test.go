@@ -5,6 +5,7 @@ package process
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -400,5 +401,68 @@ func TestSupervisorOpenFileLimit(t *testing.T) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
 		t.Logf("os/exec %q, supervised %q, this process %d/%d", got[0], got[1], lim.Cur, lim.Max)
+	}
+}
+
+// nobody is an unprivileged uid and gid every Linux has.
+const nobody = 65534
+
+// Processes and agents run as another user: its uid, gid and groups, in
+// both ways of starting them; the process cannot read the supervisor's
+// /proc; a directory the user cannot enter is refused as such.
+func TestRunAs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running as another user needs root (CI runs the tests as root)")
+	}
+	cred := &Credential{UID: nobody, GID: nobody, Groups: []uint32{nobody, 4242}}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/"}
+	sup := testSupervisor()
+	supPID := strconv.Itoa(sup.supervisorPID())
+	script := "id -u; id -g; id -G; cat /proc/" + supPID + "/environ >/dev/null 2>&1 && echo readable || echo unreadable"
+	want := "65534\n65534\n65534 4242\nunreadable\n"
+	for _, supervised := range []bool{false, true} {
+		s := &Starter{BaseEnv: env, Cred: cred}
+		r := &Runner{BaseEnv: env, Cred: cred, DefaultDir: "/"}
+		if supervised {
+			s.Supervisor, r.Supervisor = sup, sup
+		}
+		t.Run(fmt.Sprintf("process supervised=%v", supervised), func(t *testing.T) {
+			for _, tty := range []bool{false, true} {
+				p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sh", Args: []string{"-c", script}, TTY: tty})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, _ := io.ReadAll(p.IO().Stdout)
+				waitWithin(t, p, 10*time.Second)
+				closeIO(p)
+				if got := strings.ReplaceAll(string(out), "\r\n", "\n"); got != want {
+					t.Errorf("tty=%v: %q, want %q", tty, got, want)
+				}
+			}
+		})
+		t.Run(fmt.Sprintf("agent supervised=%v", supervised), func(t *testing.T) {
+			p, err := r.Start(context.Background(), domain.LaunchSpec{Command: "/bin/sh", Args: []string{"-c", script}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(p.Stdout())
+			if st, err := p.Wait(); err != nil || !st.Success() {
+				t.Fatalf("Wait = %+v, %v", st, err)
+			}
+			if string(out) != want {
+				t.Errorf("%q, want %q", out, want)
+			}
+		})
+		if !supervised {
+			continue // os/exec reports a chdir failure as its exec's
+		}
+		t.Run("closed directory", func(t *testing.T) {
+			dir := t.TempDir() // 0700, root's
+			_, err := s.Start(context.Background(), domain.ProcessSpec{Command: "true", Dir: dir})
+			e, ok := domain.AsError(err)
+			if !ok || !strings.Contains(e.Msg, "cannot enter working directory "+dir+": permission denied") {
+				t.Errorf("start in a directory closed to the user: %v", err)
+			}
+		})
 	}
 }

@@ -33,16 +33,19 @@ func (l fsLimits) limits() files.Limits {
 // config files too and --fs memory keeps them in memory.
 //
 //   - default (--fs os): the host filesystem; relative fs paths resolve
-//     against $HOME and relative config directories against the working
-//     directory, as in the reference;
+//     against $HOME (the --run-as user's) and relative config directories
+//     against the working directory, as in the reference;
 //   - --fs-root DIR: every path confined to DIR with os.Root; relative fs
 //     paths and config directories both resolve against DIR;
 //   - --fs memory: an in-memory filesystem holding only $HOME and the
 //     working directory (with their parents), for tests and demos; no
 //     free-space check.
 //
+// With --run-as, the host backends make their writes as that user
+// (fsys.AsUser): what the API creates is the user's.
+//
 // The returned func releases the backend.
-func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), error) {
+func newFilesystem(f *serverFlags, ra *runAs) (*files.Files, *files.ConfigStore, func(), error) {
 	home, err := os.UserHomeDir()
 	cwd, cwdErr := os.Getwd()
 	if cwdErr != nil {
@@ -54,6 +57,9 @@ func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), er
 	if abs, err := filepath.Abs(home); err == nil {
 		home = abs
 	}
+	if ra != nil {
+		home = ra.home
+	}
 	switch {
 	case f.fsRoot != "":
 		if f.fsBackend != "os" {
@@ -63,8 +69,9 @@ func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), er
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--fs-root: %w", err)
 		}
-		fl := &files.Files{Fs: root, Home: root.Dir(), Root: root.Dir(), Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload}
-		return fl, &files.ConfigStore{Fs: root, Base: root.Dir()}, func() { root.Close() }, nil
+		view := ra.writer(root)
+		fl := &files.Files{Fs: view, Home: root.Dir(), Root: root.Dir(), Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload}
+		return fl, &files.ConfigStore{Fs: view, Base: root.Dir()}, func() { root.Close() }, nil
 	case f.fsBackend == "memory":
 		mem := fsys.NewMemory()
 		for _, dir := range []string{home, cwd} {
@@ -75,7 +82,7 @@ func newFilesystem(f *serverFlags) (*files.Files, *files.ConfigStore, func(), er
 		fl := &files.Files{Fs: mem, Home: home, Limits: files.Limits{MaxExtract: f.fsLimits.maxExtract}, MaxUpload: f.maxUpload}
 		return fl, &files.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
 	case f.fsBackend == "os":
-		host := fsys.NewOS()
+		host := ra.writer(fsys.NewOS())
 		fl := &files.Files{Fs: host, Home: home, Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload}
 		return fl, &files.ConfigStore{Fs: host, Base: cwd}, func() {}, nil
 	}

@@ -81,8 +81,11 @@ func wireInstaller(a *agents.Agents, log *slog.Logger) {
 }
 
 // newCatalog serves /v1/agents from the resolver and the running instances.
-func newCatalog(a *agents.Agents, instances *acp.Instances) *agents.Catalog {
+func newCatalog(a *agents.Agents, instances *acp.Instances, ra *runAs) *agents.Catalog {
 	home, _ := os.UserHomeDir()
+	if ra != nil {
+		home = ra.home // where the agents running as the user find their credentials
+	}
 	return &agents.Catalog{Agents: a, Running: instances.RunningSince, Getenv: os.Getenv, Home: home}
 }
 

@@ -12,18 +12,23 @@ import (
 )
 
 // newProcesses wires the processes API: processes start from the daemon's
-// environment minus its own secrets, and with a host filesystem their
-// working directory is resolved (and, under --fs-root, confined) exactly as
-// /v1/fs paths are, defaulting to the root.
-func newProcesses(f *serverFlags, fsys *files.Files, sup *process.Supervisor, log *slog.Logger) *processes.Service {
+// environment minus its own secrets (with --run-as, as that user, with its
+// HOME), and with a host filesystem their working directory is resolved
+// (and, under --fs-root, confined) exactly as /v1/fs paths are, defaulting
+// to the root, else to the --run-as user's home.
+func newProcesses(f *serverFlags, fsys *files.Files, sup *process.Supervisor, ra *runAs, log *slog.Logger) *processes.Service {
 	opts := processes.Options{Logger: log}
 	if f.fsBackend == "os" || f.fsRoot != "" {
 		opts.ResolveDir = fsys.Dir
 	}
-	if f.fsRoot != "" {
+	switch {
+	case f.fsRoot != "":
 		opts.DefaultDir = fsys.Home
+	case ra != nil:
+		opts.DefaultDir = ra.home
 	}
-	return processes.New(&process.Starter{BaseEnv: secretFreeEnv(os.Environ(), f.token), Supervisor: sup}, opts)
+	starter := &process.Starter{BaseEnv: ra.env(secretFreeEnv(os.Environ(), f.token)), Supervisor: sup, Cred: ra.credential()}
+	return processes.New(starter, opts)
 }
 
 // secretFreeEnv is env without the daemon's token: neither

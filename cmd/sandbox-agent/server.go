@@ -73,11 +73,16 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	f.limits.setMemoryLimit(log)
 	f.limits.warnFDs(log)
-	agents, err := agentResolver(f)
+	ra, err := resolveRunAs(f.runAs)
+	if err != nil {
+		return err
+	}
+	agents, err := agentResolver(f, ra)
 	if err != nil {
 		return err
 	}
 	wireInstaller(agents, log)
+	ra.applyInstaller(agents.Installer)
 	tokens, tokenSource, stopTokens, err := startTokens(f.token, f.tokenFromEnv, f.auth.tokenFile, log)
 	if err != nil {
 		return err
@@ -88,15 +93,15 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	agents.Installer.Disk = f.fsLimits.limits()
 	sup := startSupervisor(log)
 	defer sup.Close()
-	runner := &process.Runner{BaseEnv: process.FilterEnv(os.Environ(), tokenEnv), Supervisor: sup}
+	runner := &process.Runner{BaseEnv: ra.env(process.FilterEnv(os.Environ(), tokenEnv)), Supervisor: sup, Cred: ra.credential(), DefaultDir: ra.workDir()}
 	instances := acp.NewInstances(opts, runner, agents)
 
-	files, configs, closeFs, err := newFilesystem(f)
+	files, configs, closeFs, err := newFilesystem(f, ra)
 	if err != nil {
 		return err
 	}
 	defer closeFs()
-	procSvc := newProcesses(f, files, sup, log)
+	procSvc := newProcesses(f, files, sup, ra, log)
 
 	authz, stopPolicies, err := startPolicies(ctx, f.policy, log)
 	if err != nil {
@@ -127,7 +132,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		MaxUpload:    f.maxUpload,
 		UI:           inspector.Handler(),
 		Docs:         inspector.Docs(),
-		Catalog:      newCatalog(agents, instances),
+		Catalog:      newCatalog(agents, instances, ra),
 		Authorizer:   authz,
 		Processes:    procSvc,
 
@@ -229,12 +234,12 @@ func installDir() string {
 	return filepath.Join(base, "sandbox-agent", "bin")
 }
 
-func agentResolver(f *serverFlags) (*agents.Agents, error) {
+func agentResolver(f *serverFlags, ra *runAs) (*agents.Agents, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
-	a := &agents.Agents{Fs: afero.NewOsFs(), InstallDir: installDir(), SelfExe: self}
+	a := &agents.Agents{Fs: afero.NewOsFs(), InstallDir: ra.installDir(), SelfExe: self}
 	if f.agentsFile != "" {
 		if a.Operator, err = loadAgentsFile(f.agentsFile); err != nil {
 			return nil, err
