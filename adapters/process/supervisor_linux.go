@@ -142,13 +142,20 @@ func awaitReady(conn *net.UnixConn) error {
 }
 
 // supervisorEnv is what the supervisor needs of the daemon's environment:
-// only the Go runtime's settings. Its children get theirs explicitly.
+// only the Go runtime's settings, and one P unless GOMAXPROCS is set (its
+// work is serial; fewer threads, less memory). Its children get their
+// environment explicitly.
 func supervisorEnv(env []string) []string {
 	out := []string{}
+	procs := false
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "GO") {
 			out = append(out, kv)
+			procs = procs || strings.HasPrefix(kv, "GOMAXPROCS=")
 		}
+	}
+	if !procs {
+		out = append(out, "GOMAXPROCS=1")
 	}
 	return out
 }
