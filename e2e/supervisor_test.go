@@ -54,6 +54,17 @@ func waitFor(t *testing.T, arg string) int {
 	return pids[0]
 }
 
+// waitEscaped waits until pid leads a session of its own, out of the
+// leader's group: setsid runs a moment after its pid is known.
+func waitEscaped(t *testing.T, pid, leader int) {
+	t.Helper()
+	harness.Eventually(t, 10*time.Second, fmt.Sprintf("pid %d out of group %d", pid, leader), func() bool {
+		pgid, err := syscall.Getpgid(pid)
+		sid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(pid), 0, 0)
+		return err == nil && errno == 0 && pgid == pid && int(sid) == pid && pgid != leader
+	})
+}
+
 // noSurvivors fails unless no "sleep arg" is running within limit.
 func noSurvivors(t *testing.T, limit time.Duration, what string, args ...string) {
 	t.Helper()
@@ -85,10 +96,7 @@ func TestProcessEscapeesDie(t *testing.T) {
 						script = fmt.Sprintf(prefix, esc) + "read line; exit 0"
 					}
 					p := createProcess(t, d, map[string]any{"command": "sh", "args": []string{"-c", script}, "tty": tty})
-					escapee := waitFor(t, esc)
-					if pgid, _ := syscall.Getpgid(escapee); pgid == *p.PID {
-						t.Fatalf("sleep %s (%d) is in the leader's group", esc, escapee)
-					}
+					waitEscaped(t, waitFor(t, esc), *p.PID)
 					var got procInfo
 					switch end {
 					case "kill", "stop":
@@ -186,9 +194,7 @@ func TestAgentDoubleForkDies(t *testing.T) {
 			gc := spawnedPID(t, s)
 			s.Close()
 			agent := d.Server(id).PID
-			if pgid, _ := syscall.Getpgid(gc); pgid == agent {
-				t.Fatalf("grandchild %d is in the agent's group", gc)
-			}
+			waitEscaped(t, gc, agent)
 			if end == "DELETE" {
 				if st, _, _ := d.Do("DELETE", "/v1/acp/"+id, nil); st != 204 {
 					t.Fatalf("DELETE: %d", st)
