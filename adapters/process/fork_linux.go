@@ -277,6 +277,7 @@ func subSupervise(s *forkSpec) {
 		pid     int32
 		exited  bool // the leader has exited (a zombie, or reaped)
 		reaped  bool // the leader has been reaped
+		done    bool // repDone sent: nothing but the leader's zombie is left
 		acked   bool // the supervisor allows reaping the leader
 		dying   bool // the supervisor is gone
 		timeout uintptr
@@ -410,8 +411,14 @@ func subSupervise(s *forkSpec) {
 
 		// Once the leader is gone (or nobody is left to ask for the
 		// tree), everything it left goes.
+		// The tree is gone as soon as nothing but the leader's zombie is
+		// left: the daemon's wait ends then, without waiting for its ack
+		// (which only lets the zombie be reaped).
 		if exited || dying {
-			killChildren(s, exited && !reaped)
+			if killChildren(s, exited && !reaped) == 0 && exited && !done {
+				sendReport(s, repDone, 0)
+				done = true
+			}
 		}
 
 		// While killing, look again every 20 ms (an orphan reparented
@@ -431,7 +438,9 @@ func subSupervise(s *forkSpec) {
 			s.pfd[1].fd = -1
 		}
 	}
-	sendReport(s, repDone, 0)
+	if !done {
+		sendReport(s, repDone, 0)
+	}
 	rawExit(0)
 }
 
@@ -453,29 +462,28 @@ func waitStatus(code, status int32) int32 {
 }
 
 // killChildren SIGKILLs every child of the sub-supervisor but a leader
-// that has exited and is not reaped yet (skipLeader). A child is never
-// reaped here, so its pid cannot have been reused; killing a zombie is
-// harmless.
+// that has exited and is not reaped yet (skipLeader), reaps those already
+// gone, and returns how many are left. A child's pid is ours until we reap
+// it, so it cannot have been reused; killing a zombie is harmless.
 //
 //go:nosplit
 //go:norace
 //go:nocheckptr
-func killChildren(s *forkSpec, skipLeader bool) {
+func killChildren(s *forkSpec, skipLeader bool) int {
 	var (
 		r1, fd, i uintptr
 		e         syscall.Errno
 		n         int32
 		c         byte
 		digits    bool
+		left      int
 	)
 	if s.flags&forkNoChildrenFile != 0 {
-		killChildrenScan(s, skipLeader)
-		return
+		return killChildrenScan(s, skipLeader)
 	}
 	fd, _, e = syscall.RawSyscall6(syscall.SYS_OPENAT, ^uintptr(99), uintptr(unsafe.Pointer(&childrenPath[0])), syscall.O_RDONLY|syscall.O_CLOEXEC, 0, 0, 0)
 	if e != 0 {
-		killChildrenScan(s, skipLeader)
-		return
+		return killChildrenScan(s, skipLeader)
 	}
 	// "pid pid pid " in chunks; a number may span two reads.
 	for {
@@ -494,15 +502,34 @@ func killChildren(s *forkSpec, skipLeader bool) {
 				continue
 			}
 			if digits && !(skipLeader && n == s.leader) {
-				syscall.RawSyscall6(syscall.SYS_KILL, uintptr(n), uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+				left += killChild(n)
 			}
 			n, digits = 0, false
 		}
 	}
 	if digits && !(skipLeader && n == s.leader) {
-		syscall.RawSyscall6(syscall.SYS_KILL, uintptr(n), uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+		left += killChild(n)
 	}
 	rawClose(fd)
+	return left
+}
+
+// killChild SIGKILLs one child and reaps it if it is gone already: 0 if
+// it was reaped, 1 if it is still there.
+//
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func killChild(pid int32) int {
+	syscall.RawSyscall6(syscall.SYS_KILL, uintptr(pid), uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	r1, _, e := syscall.RawSyscall6(syscall.SYS_WAIT4, uintptr(pid), 0, syscall.WNOHANG, 0, 0, 0)
+	if e == 0 && int32(r1) == pid {
+		return 0
+	}
+	if e == syscall.ECHILD {
+		return 0 // not ours (any more)
+	}
+	return 1
 }
 
 // killChildrenScan is killChildren without /proc/<pid>/task/<tid>/children:
@@ -511,7 +538,7 @@ func killChildren(s *forkSpec, skipLeader bool) {
 //go:nosplit
 //go:norace
 //go:nocheckptr
-func killChildrenScan(s *forkSpec, skipLeader bool) {
+func killChildrenScan(s *forkSpec, skipLeader bool) int {
 	var (
 		dir, fd, r1, n1 uintptr
 		off, j, k       uintptr
@@ -520,10 +547,11 @@ func killChildrenScan(s *forkSpec, skipLeader bool) {
 		pid, ppid, n    int32
 		reclen          uintptr
 		c               byte
+		left            int
 	)
 	dir, _, e = syscall.RawSyscall6(syscall.SYS_OPENAT, ^uintptr(99), uintptr(unsafe.Pointer(&procPath[0])), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0, 0, 0)
 	if e != 0 {
-		return
+		return 1 // cannot tell: not gone
 	}
 	for {
 		r1, _, e = syscall.RawSyscall6(syscall.SYS_GETDENTS64, dir, uintptr(unsafe.Pointer(&s.buf)), unsafe.Sizeof(s.buf), 0, 0, 0)
@@ -596,11 +624,12 @@ func killChildrenScan(s *forkSpec, skipLeader bool) {
 				n++
 			}
 			if n > 0 && ppid == s.self {
-				syscall.RawSyscall6(syscall.SYS_KILL, uintptr(pid), uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+				left += killChild(pid)
 			}
 		}
 	}
 	rawClose(dir)
+	return left
 }
 
 // vforkLeader starts the leader with vfork semantics (CLONE_VM |
