@@ -149,6 +149,7 @@ func TestStarterStartErrors(t *testing.T) {
 		{domain.ProcessSpec{Command: "true", Dir: "/no/such/dir"}, "working directory does not exist: /no/such/dir"},
 		{domain.ProcessSpec{Command: plain}, "permission denied"},
 		{domain.ProcessSpec{Command: script}, "not an executable"},
+		{domain.ProcessSpec{Command: plain + "/x"}, "not a directory"},
 	} {
 		before := openFDs(t)
 		_, err := s.Start(context.Background(), tc.spec)
