@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -46,9 +47,9 @@ type group interface {
 
 // startGroup starts l under sup, or with os/exec when sup is nil (the
 // other platforms, and tests of that path).
-func startGroup(sup *Supervisor, l *launch) (group, error) {
+func startGroup(ctx context.Context, sup *Supervisor, l *launch) (group, error) {
 	if sup != nil {
-		t, err := sup.spawn(l)
+		t, err := sup.spawn(ctx, l)
 		if err != nil {
 			return nil, err
 		}

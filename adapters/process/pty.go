@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"syscall"
@@ -15,7 +16,7 @@ import (
 // startPTY starts l on a new pseudo-terminal of cols x rows (80 x 24 when
 // zero), in a session of its own with the terminal as its controlling
 // terminal, so the session id, the group id and the pid are one.
-func startPTY(sup *Supervisor, l *launch, cols, rows uint16) (*userProc, error) {
+func startPTY(ctx context.Context, sup *Supervisor, l *launch, cols, rows uint16) (*userProc, error) {
 	if cols == 0 || rows == 0 {
 		cols, rows = 80, 24
 	}
@@ -37,7 +38,7 @@ func startPTY(sup *Supervisor, l *launch, cols, rows uint16) (*userProc, error) 
 	}
 	l.stdin, l.stdout, l.stderr = tty, tty, tty
 	l.session = true
-	g, err := startGroup(sup, l)
+	g, err := startGroup(ctx, sup, l)
 	if err != nil {
 		master.Close()
 		return nil, err

@@ -73,7 +73,7 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 	if l.dir == "" {
 		l.dir = r.DefaultDir
 	}
-	g, err := startGroup(r.Supervisor, l)
+	g, err := startGroup(ctx, r.Supervisor, l)
 	if err != nil {
 		pipes.closeAll()
 		return fail(err)

@@ -53,9 +53,9 @@ func (s *Starter) Start(ctx context.Context, spec domain.ProcessSpec) (ports.Pro
 	}
 	var p *userProc
 	if spec.TTY {
-		p, err = startPTY(s.Supervisor, l, spec.Cols, spec.Rows)
+		p, err = startPTY(ctx, s.Supervisor, l, spec.Cols, spec.Rows)
 	} else {
-		p, err = startPipes(s.Supervisor, l, spec.Stdin)
+		p, err = startPipes(ctx, s.Supervisor, l, spec.Stdin)
 	}
 	if err != nil {
 		return nil, startError(spec, err)
@@ -84,14 +84,14 @@ func withEnv(env map[string]string, k, v string) map[string]string {
 
 // startPipes starts l with stdout and stderr on pipes and stdin on a pipe
 // (withStdin) or /dev/null.
-func startPipes(sup *Supervisor, l *launch, withStdin bool) (*userProc, error) {
+func startPipes(ctx context.Context, sup *Supervisor, l *launch, withStdin bool) (*userProc, error) {
 	var pipes stdio
 	if err := pipes.open(withStdin); err != nil {
 		pipes.closeAll()
 		return nil, err
 	}
 	l.stdin, l.stdout, l.stderr = pipes.inR, pipes.outW, pipes.errW
-	g, err := startGroup(sup, l)
+	g, err := startGroup(ctx, sup, l)
 	if err != nil {
 		pipes.closeAll()
 		return nil, err

@@ -3,6 +3,7 @@
 package process
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,7 +46,8 @@ type Supervisor struct {
 
 	mu     sync.Mutex
 	conn   *net.UnixConn // nil: not running
-	pid    int           // the supervisor process, while running
+	proc   *os.Process   // the supervisor process, while running
+	pid    int
 	ended  chan struct{} // closed when the current supervisor's reader has finished
 	trees  map[uint64]*tree
 	nextID uint64
@@ -116,7 +118,7 @@ func (s *Supervisor) startLocked() error {
 		_ = cmd.Wait()
 		return fmt.Errorf("start process supervisor: %w", err)
 	}
-	s.conn, s.pid = conn, cmd.Process.Pid
+	s.conn, s.proc, s.pid = conn, cmd.Process, cmd.Process.Pid
 	s.ended = make(chan struct{})
 	go s.read(conn, cmd, s.ended)
 	return nil
@@ -202,14 +204,26 @@ func (s *Supervisor) Close() error {
 	}
 	s.mu.Lock()
 	s.closed = true
-	conn, ended := s.conn, s.ended
+	conn, ended, proc := s.conn, s.ended, s.proc
 	s.mu.Unlock()
-	if conn != nil {
-		conn.Close()
+	if conn == nil {
+		return nil
+	}
+	conn.Close()
+	// It exits at once when its socket closes; one that does not (stopped,
+	// wedged) is killed, and its sub-supervisors then kill their trees.
+	select {
+	case <-ended:
+	case <-time.After(closeWait):
+		_ = proc.Kill()
 		<-ended
 	}
 	return nil
 }
+
+// closeWait bounds how long Close waits for the supervisor to exit by
+// itself.
+const closeWait = 5 * time.Second
 
 // read dispatches the supervisor's events until its socket closes, then
 // ends every tree it had and reaps it.
@@ -252,7 +266,7 @@ func (s *Supervisor) read(conn *net.UnixConn, cmd *exec.Cmd, ended chan struct{}
 	conn.Close()
 	s.mu.Lock()
 	if s.conn == conn {
-		s.conn, s.pid = nil, 0
+		s.conn, s.proc, s.pid = nil, nil, 0
 	}
 	var lost []*tree
 	for id, t := range s.trees {
@@ -277,9 +291,14 @@ func (s *Supervisor) ack(conn *net.UnixConn, id uint64) {
 	_, _ = conn.Write(frame(reqAck, id, nil))
 }
 
+// spawnWait bounds how long a start may wait for the supervisor's answer.
+const spawnWait = 30 * time.Second
+
 // spawn starts l under the supervisor. It returns once the leader has
-// exec'd, or why it could not.
-func (s *Supervisor) spawn(l *launch) (*tree, error) {
+// exec'd, or why it could not; if ctx ends first (or the supervisor does
+// not answer within spawnWait), the tree is abandoned: killed as soon as
+// it reports its start.
+func (s *Supervisor) spawn(ctx context.Context, l *launch) (*tree, error) {
 	r := &spawnReq{path: l.path, dir: l.dir, argv: l.argv, env: l.env, stdio: [3]int32{-1, 1, 2}}
 	files := []*os.File{l.stdin, l.stdout, l.stderr}
 	if l.stdin != nil {
@@ -325,10 +344,21 @@ func (s *Supervisor) spawn(l *launch) (*tree, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("process supervisor: %w", err)
 	}
-	if err := <-t.start; err != nil {
-		return nil, err
+	timer := time.NewTimer(spawnWait)
+	defer timer.Stop()
+	select {
+	case err := <-t.start:
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	case <-ctx.Done():
+		t.abandon()
+		return nil, ctx.Err()
+	case <-timer.C:
+		t.abandon()
+		return nil, fmt.Errorf("process supervisor: no answer within %v", spawnWait)
 	}
-	return t, nil
 }
 
 // write sends one spawn request: its body in frames, the last carrying
@@ -358,8 +388,9 @@ type tree struct {
 	pid   int
 	start chan error // the start's outcome, once
 
-	mu       sync.Mutex
-	startSet bool
+	mu        sync.Mutex
+	startSet  bool
+	abandoned bool // the start's caller gave up: kill it once started
 	exited   bool // the leader has exited: its group is never signalled again
 	status   syscall.WaitStatus
 	goneSet  bool
@@ -378,6 +409,28 @@ func (t *tree) started(pid int, err error) {
 	t.startSet = true
 	t.pid = pid
 	t.start <- err
+	if err == nil && t.abandoned {
+		// Nobody waits for it: its group goes (the leader is not reaped
+		// before the daemon's ack, so the id is still its), and with it,
+		// through its sub-supervisor, the rest.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// abandon gives up on a start nobody waits for any more.
+func (t *tree) abandon() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.abandoned = true
+	if t.startSet && !t.exited && t.pid > 0 {
+		select {
+		case err := <-t.start: // started meanwhile: kill it
+			if err == nil {
+				_ = syscall.Kill(-t.pid, syscall.SIGKILL)
+			}
+		default:
+		}
+	}
 }
 
 // exit records the leader's exit; false if it was recorded already.

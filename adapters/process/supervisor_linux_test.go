@@ -466,3 +466,57 @@ func TestRunAs(t *testing.T) {
 		})
 	}
 }
+
+// A start whose caller gives up (its context ends while the supervisor
+// does not answer: here, stopped) leaves nothing running once the
+// supervisor goes on: the tree is killed as soon as it reports its start.
+func TestSupervisorAbandonedStart(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := NewSupervisor(exe, SupervisorCommand)
+	if err := sup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	pid := sup.supervisorPID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	s := &Starter{BaseEnv: os.Environ(), Supervisor: sup}
+	arg := strconv.Itoa(5_000_000 + os.Getpid()%1_000_000)
+	if p, err := s.Start(ctx, domain.ProcessSpec{Command: "sleep", Args: []string{arg}}); err == nil {
+		closeIO(p)
+		t.Fatal("a start past its context succeeded")
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// The sub-supervisor starts the sleep, is told to kill it, and goes.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(childrenOf(pid)) > 0 || len(sleepersOf(arg)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("left running: sub-supervisors %v, sleep %v", childrenOf(pid), sleepersOf(arg))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sleepersOf lists the live processes running "sleep arg".
+func sleepersOf(arg string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == "sleep\x00"+arg+"\x00" && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

@@ -2,7 +2,10 @@
 
 package process
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // SupervisorCommand is the hidden subcommand running ServeSupervisor.
 const SupervisorCommand = "_supervisor"
@@ -21,7 +24,7 @@ func (*Supervisor) Start() error { return nil }
 // Close does nothing.
 func (*Supervisor) Close() error { return nil }
 
-func (*Supervisor) spawn(*launch) (group, error) {
+func (*Supervisor) spawn(context.Context, *launch) (group, error) {
 	return nil, errors.New("no process supervisor on this platform")
 }
 
