@@ -391,13 +391,13 @@ type tree struct {
 	mu        sync.Mutex
 	startSet  bool
 	abandoned bool // the start's caller gave up: kill it once started
-	exited   bool // the leader has exited: its group is never signalled again
-	status   syscall.WaitStatus
-	goneSet  bool
-	done     chan struct{} // closed once nothing of the tree is left
-	path     string        // for errors
-	dir      string
-	session  bool // signal the session's job groups too
+	exited    bool // the leader has exited: its group is never signalled again
+	status    syscall.WaitStatus
+	goneSet   bool
+	done      chan struct{} // closed once nothing of the tree is left
+	path      string        // for errors
+	dir       string
+	session   bool // signal the session's job groups too
 }
 
 func (t *tree) started(pid int, err error) {
