@@ -44,7 +44,9 @@ type Process interface {
 	// it does nothing and returns nil. Safe for concurrent use.
 	Signal(sig domain.Signal) error
 	// Wait blocks until the process has exited and every other member of
-	// its group is gone (it kills what the leader left behind), and says how
-	// the leader ended. It may be called from one goroutine only.
+	// its group is gone (it kills what the leader left behind; with a
+	// process supervisor, everything the leader started, setsid and
+	// double-forked descendants too), and says how the leader ended. It may
+	// be called from one goroutine only.
 	Wait() (domain.ExitStatus, error)
 }

@@ -29,8 +29,10 @@ type AgentProcess interface {
 	Stderr() io.ReadCloser
 	// PID is the process id of the agent (also its process group id).
 	PID() int
-	// Wait blocks until the agent has exited and its process group is gone,
-	// and returns how it ended. It may be called from one goroutine only.
+	// Wait blocks until the agent has exited and its process group is gone
+	// (with a process supervisor, everything it started: setsid and
+	// double-forked descendants too), and returns how it ended. It may be
+	// called from one goroutine only.
 	Wait() (domain.ExitStatus, error)
 	// Stop closes stdin, asks the whole process group to terminate, and kills
 	// it when ctx is done. It returns once the process has been reaped; it is

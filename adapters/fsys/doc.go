@@ -5,7 +5,9 @@
 //   - NewOS: the host filesystem, unconfined (the reference's behaviour);
 //   - OpenRoot: the host filesystem confined to one directory with os.Root,
 //     so no path, symbolic link or ".." can reach outside it (--fs-root);
-//   - NewMemory: an in-memory filesystem for tests and demos (--fs memory).
+//   - NewMemory: an in-memory filesystem for tests and demos (--fs memory);
+//   - AsUser: a host backend whose writes are made as another user (the
+//     daemon's --run-as), so what the API creates is that user's.
 //
 // It also holds what the daemon needs to keep its own files out of the
 // filesystem API: Secrets (ports.Secrets: its credential and policy files

@@ -12,6 +12,8 @@ import (
 type Commands struct {
 	// Env is the programs' environment; nil means the daemon's.
 	Env []string
+	// User, when set, runs them as that user.
+	User *User
 }
 
 var _ ports.Commands = (*Commands)(nil)
@@ -22,5 +24,5 @@ func (c *Commands) Run(ctx context.Context, name string, args ...string) (domain
 	if env == nil {
 		env = os.Environ()
 	}
-	return run(ctx, env, "", name, args...)
+	return run(ctx, c.User, env, "", name, args...)
 }

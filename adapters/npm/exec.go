@@ -14,16 +14,24 @@ import (
 // maxOutput bounds what is kept of a program's stdout and of its stderr.
 const maxOutput = 1 << 20
 
-// run starts name in its own process group and waits for it. The group is
-// killed when ctx ends; pipes are abandoned shortly after, so a grandchild
-// holding them cannot block the caller.
-func run(ctx context.Context, env []string, dir, name string, args ...string) (domain.CommandResult, error) {
+// User is a user to run npm and the probes as (the daemon's --run-as):
+// then an agent's install scripts run with that user's rights, not the
+// daemon's, and what npm writes is the user's.
+type User struct {
+	UID, GID uint32
+	Groups   []uint32
+}
+
+// run starts name in its own process group (as user, when set) and waits
+// for it. The group is killed when ctx ends; pipes are abandoned shortly
+// after, so a grandchild holding them cannot block the caller.
+func run(ctx context.Context, user *User, env []string, dir, name string, args ...string) (domain.CommandResult, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	cmd.Dir = dir
 	var stdout, stderr tailBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	setGroup(cmd)
+	setGroup(cmd, user)
 	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
 	res := domain.CommandResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}

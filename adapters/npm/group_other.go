@@ -4,4 +4,4 @@ package npm
 
 import "os/exec"
 
-func setGroup(*exec.Cmd) {}
+func setGroup(*exec.Cmd, *User) {}

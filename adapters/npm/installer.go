@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/afero"
+
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
@@ -21,18 +23,27 @@ type Installer struct {
 	// Env is npm's environment; nil means the daemon's. npm's own cache
 	// (npm_config_cache) makes repeated installs fast and offline-capable.
 	Env []string
+	// User, when set, runs npm as that user, and Fs (which then makes its
+	// writes as that user: fsys.AsUser) creates the prefix and its
+	// package.json, so npm can write there. Nil Fs is the host's.
+	User *User
+	Fs   afero.Fs
 }
 
 var _ ports.PackageInstaller = (*Installer)(nil)
 
 // Install implements ports.PackageInstaller.
 func (i *Installer) Install(ctx context.Context, prefix, spec string) (domain.InstalledPackage, error) {
-	if err := os.MkdirAll(prefix, 0o755); err != nil {
+	fsys := i.Fs
+	if fsys == nil {
+		fsys = afero.NewOsFs()
+	}
+	if err := fsys.MkdirAll(prefix, 0o755); err != nil {
 		return domain.InstalledPackage{}, err
 	}
 	// A package.json of its own keeps npm from treating a parent directory
 	// as the project, and records which package the spec resolved to.
-	if err := os.WriteFile(filepath.Join(prefix, "package.json"), []byte(`{"name":"sandbox-agent-install","private":true}`+"\n"), 0o644); err != nil {
+	if err := afero.WriteFile(fsys, filepath.Join(prefix, "package.json"), []byte(`{"name":"sandbox-agent-install","private":true}`+"\n"), 0o644); err != nil {
 		return domain.InstalledPackage{}, err
 	}
 	npm := i.NPM
@@ -44,7 +55,7 @@ func (i *Installer) Install(ctx context.Context, prefix, spec string) (domain.In
 		env = os.Environ()
 	}
 	env = append(env, "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
-	res, err := run(ctx, env, prefix, npm, "install", "--prefix", prefix, "--save", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error", spec)
+	res, err := run(ctx, i.User, env, prefix, npm, "install", "--prefix", prefix, "--save", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error", spec)
 	if err != nil {
 		return domain.InstalledPackage{}, fmt.Errorf("npm install %s: %w: %s", spec, err, tail(res))
 	}

@@ -26,9 +26,9 @@ func alive(pid int) bool {
 
 // startTree starts an agent with a grandchild in its process group and
 // returns both pids once the grandchild is ready.
-func startTree(t *testing.T, opts ...string) (p ports.AgentProcess, grandchild int) {
+func startTree(t *testing.T, mode string, opts ...string) (p ports.AgentProcess, grandchild int) {
 	t.Helper()
-	proc := start(t, agentSpec(t, "tree", opts...))
+	proc := start(t, agentSpec(t, mode, opts...))
 	line := readLine(t, proc)
 	gc, err := strconv.Atoi(line)
 	if err != nil {
@@ -53,7 +53,7 @@ func TestStopKillsGroup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, gc := startTree(t, tt.opts...)
+			p, gc := startTree(t, "tree", tt.opts...)
 			timeout := 30 * time.Second
 			if tt.deadline {
 				timeout = 300 * time.Millisecond
@@ -80,7 +80,7 @@ func TestStopKillsGroup(t *testing.T) {
 // An agent that exits on its own takes its process group with it: Wait
 // returns only once the grandchild it left behind is gone.
 func TestGroupCleanedOnOwnExit(t *testing.T) {
-	p, gc := startTree(t, "exit", "child-ignore-term")
+	p, gc := startTree(t, "tree", "exit", "child-ignore-term")
 	p.Stdin().Close() // the agent exits at EOF
 	st, err := p.Wait()
 	if err != nil || !st.Success() {

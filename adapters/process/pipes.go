@@ -2,11 +2,10 @@ package process
 
 import (
 	"os"
-	"os/exec"
 )
 
 // stdio is a child's standard streams on OS pipes, shared by the agent
-// Runner and the processes Starter: the child's ends go to the exec.Cmd,
+// Runner and the processes Starter: the child's ends go to the launch,
 // the parent keeps the others, and a start that fails closes every end
 // opened so far.
 type stdio struct {
@@ -25,28 +24,23 @@ func (s *stdio) pipe() (*os.File, *os.File, error) {
 	return pr, pw, err
 }
 
-// open opens stdout and stderr, and stdin when withStdin, and hands the
-// child's ends to cmd. On failure the caller closes what was opened with
-// closeAll.
-func (s *stdio) open(cmd *exec.Cmd, withStdin bool) error {
+// open opens stdout and stderr, and stdin when withStdin. On failure the
+// caller closes what was opened with closeAll.
+func (s *stdio) open(withStdin bool) error {
 	var err error
 	if withStdin {
 		if s.inR, s.inW, err = s.pipe(); err != nil {
 			return err
 		}
-		cmd.Stdin = s.inR
 	}
 	if s.outR, s.outW, err = s.pipe(); err != nil {
 		return err
 	}
-	if s.errR, s.errW, err = s.pipe(); err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = s.outW, s.errW
-	return nil
+	s.errR, s.errW, err = s.pipe()
+	return err
 }
 
-// started closes the child's ends once cmd has started: the child has its
+// started closes the child's ends once it has started: the child has its
 // own copies now.
 func (s *stdio) started() {
 	if s.inR != nil {

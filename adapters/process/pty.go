@@ -1,9 +1,9 @@
 package process
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"syscall"
 	"unsafe"
 
@@ -13,10 +13,10 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
-// startPTY starts cmd on a new pseudo-terminal of cols x rows (80 x 24 when
+// startPTY starts l on a new pseudo-terminal of cols x rows (80 x 24 when
 // zero), in a session of its own with the terminal as its controlling
 // terminal, so the session id, the group id and the pid are one.
-func startPTY(cmd *exec.Cmd, cols, rows uint16) (*userProc, error) {
+func startPTY(ctx context.Context, sup *Supervisor, l *launch, cols, rows uint16) (*userProc, error) {
 	if cols == 0 || rows == 0 {
 		cols, rows = 80, 24
 	}
@@ -36,17 +36,14 @@ func startPTY(cmd *exec.Cmd, cols, rows uint16) (*userProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	attr := sysProcAttr(false)
-	attr.Setpgid = false // Setsid makes the child its own group leader
-	attr.Setsid = true
-	attr.Setctty = true
-	cmd.SysProcAttr = attr
-	if err := cmd.Start(); err != nil {
+	l.stdin, l.stdout, l.stderr = tty, tty, tty
+	l.session = true
+	g, err := startGroup(ctx, sup, l)
+	if err != nil {
 		master.Close()
 		return nil, err
 	}
-	p := &userProc{cmd: cmd, session: true, done: make(chan struct{})}
+	p := &userProc{g: g, done: make(chan struct{})}
 	term := &terminal{f: master}
 	p.io = ports.ProcessIO{Stdin: master, Stdout: master, Resize: term.resize}
 	return p, nil

@@ -1,18 +1,13 @@
 package process
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
@@ -27,11 +22,18 @@ type Runner struct {
 	// starts; a variable whose value holds a secret is not passed on
 	// (DropSecrets).
 	Secret func(value string) bool
-	// Supervisor, when set (Linux only), is an executable whose
-	// SuperviseCommand runs Supervise: the daemon's own binary. Each agent
-	// then runs under a supervisor that leaves no descendant of the agent
-	// alive, even when the daemon is SIGKILLed. See Supervise.
-	Supervisor string
+	// Supervisor, when set (Linux), starts every agent under the daemon's
+	// process supervisor, which leaves nothing of an agent's tree alive
+	// after it exits or is stopped, even when the daemon is SIGKILLed.
+	// Without one, os/exec starts it and only its process group is
+	// cleaned up.
+	Supervisor *Supervisor
+	// Cred, when set, runs every agent as that user (--run-as).
+	Cred *Credential
+	// DefaultDir is the working directory of an agent whose spec names
+	// none (the --run-as user's home: the daemon's may be closed to it);
+	// empty means the daemon's.
+	DefaultDir string
 }
 
 var _ ports.AgentRunner = (*Runner)(nil)
@@ -75,82 +77,34 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(spec.Command, spec.Args...)
-	useSupervisor := r.Supervisor != "" && supervised
-	if useSupervisor {
-		path := spec.Command
-		if !strings.Contains(path, "/") {
-			var err error
-			if path, err = exec.LookPath(path); err != nil {
-				return nil, fmt.Errorf("start %s: %w", spec.Command, err)
-			}
-		}
-		cmd = exec.Command(r.Supervisor, append([]string{SuperviseCommand, path, spec.Command}, spec.Args...)...)
-	}
-	cmd.Dir = spec.Dir
-	cmd.Env = DropSecrets(mergeEnv(r.BaseEnv, spec.Env), r.Secret)
-	cmd.SysProcAttr = sysProcAttr(useSupervisor)
-
-	var pipes stdio
 	fail := func(err error) (ports.AgentProcess, error) {
-		pipes.closeAll()
 		return nil, fmt.Errorf("start %s: %w", spec.Command, err)
 	}
-	if err := pipes.open(cmd, true); err != nil {
+	path, err := lookPath(spec.Command)
+	if err != nil {
 		return fail(err)
 	}
-	var reportR, reportW *os.File
-	if useSupervisor {
-		var err error
-		if reportR, reportW, err = pipes.pipe(); err != nil {
-			return fail(err)
-		}
-		cmd.ExtraFiles = []*os.File{reportW}
+	var pipes stdio
+	if err := pipes.open(true); err != nil {
+		pipes.closeAll()
+		return fail(err)
 	}
-	if err := cmd.Start(); err != nil {
+	l := &launch{
+		path: path, argv: append([]string{spec.Command}, spec.Args...), env: DropSecrets(mergeEnv(r.BaseEnv, spec.Env), r.Secret), dir: spec.Dir,
+		stdin: pipes.inR, stdout: pipes.outW, stderr: pipes.errW, cred: r.Cred,
+	}
+	if l.dir == "" {
+		l.dir = r.DefaultDir
+	}
+	g, err := startGroup(ctx, r.Supervisor, l)
+	if err != nil {
+		pipes.closeAll()
 		return fail(err)
 	}
 	pipes.started()
-
-	p := &proc{cmd: cmd, pid: cmd.Process.Pid, stdin: pipes.inW, stdout: pipes.outR, stderr: pipes.errR, done: make(chan struct{})}
-	if useSupervisor {
-		reportW.Close()
-		p.report = bufio.NewReader(reportR)
-		p.reportFile = reportR
-		pid, err := p.agentPID()
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			reportR.Close()
-			pipes.inW.Close()
-			pipes.outR.Close()
-			pipes.errR.Close()
-			return nil, fmt.Errorf("start %s: %w", spec.Command, err)
-		}
-		p.pid = pid
-	}
+	p := &proc{g: g, stdin: pipes.inW, stdout: pipes.outR, stderr: pipes.errR, done: make(chan struct{})}
 	go p.wait()
 	return p, nil
-}
-
-// supervisorStart bounds how long a supervisor may take to start its agent.
-const supervisorStart = 30 * time.Second
-
-// agentPID reads the supervisor's first report: the agent's pid, or why it
-// could not be started.
-func (p *proc) agentPID() (int, error) {
-	_ = p.reportFile.SetReadDeadline(time.Now().Add(supervisorStart))
-	defer p.reportFile.SetReadDeadline(time.Time{}) //nolint:errcheck // best effort
-	kind, value, err := readReport(p.report)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("supervisor: %w", err)
-	case kind == "pid":
-		return strconv.Atoi(value)
-	case kind == "error":
-		return 0, errors.New(value)
-	}
-	return 0, fmt.Errorf("supervisor said %q", kind+" "+value)
 }
 
 func mergeEnv(base []string, add map[string]string) []string {
@@ -168,14 +122,10 @@ func mergeEnv(base []string, add map[string]string) []string {
 }
 
 type proc struct {
-	cmd *exec.Cmd
-	pid int // the agent's pid and process group; not cmd's with a supervisor
-	// report is the supervisor's report pipe (nil without one).
-	report     *bufio.Reader
-	reportFile *os.File
-	stdin      *os.File
-	stdout     *os.File
-	stderr     *os.File
+	g      group
+	stdin  *os.File
+	stdout *os.File
+	stderr *os.File
 
 	done   chan struct{} // closed when the process and its group are gone
 	status domain.ExitStatus
@@ -190,60 +140,21 @@ var _ ports.AgentProcess = (*proc)(nil)
 func (p *proc) Stdin() io.WriteCloser { return p.stdin }
 func (p *proc) Stdout() io.ReadCloser { return p.stdout }
 func (p *proc) Stderr() io.ReadCloser { return p.stderr }
-func (p *proc) PID() int              { return p.pid }
-
-// groupGoneWait bounds how long Wait polls for the rest of the process group
-// to disappear after SIGKILL (zombies not reaped by init keep it "alive").
-const groupGoneWait = time.Second
+func (p *proc) PID() int              { return p.g.PID() }
 
 func (p *proc) wait() {
-	err := p.cmd.Wait()
-	st := p.cmd.ProcessState
-	var ws syscall.WaitStatus
-	haveWS := false
-	if st != nil {
-		ws, haveWS = st.Sys().(syscall.WaitStatus)
-	}
-	if p.report != nil {
-		// The supervisor reports the agent's own status; without a report
-		// (the supervisor was killed) its own status is the best there is.
-		if kind, value, rerr := readReport(p.report); rerr == nil && kind == "status" {
-			if n, perr := strconv.ParseUint(value, 10, 32); perr == nil {
-				ws, haveWS = syscall.WaitStatus(n), true
-			}
-		}
-		p.reportFile.Close()
-	}
+	ws, err := p.g.Wait()
 	switch {
-	case st == nil:
+	case err != nil:
 		p.err = err
-	case haveWS && ws.Exited():
+	case ws.Exited():
 		code := ws.ExitStatus()
 		p.status.Code = &code
-	case haveWS && ws.Signaled():
+	case ws.Signaled():
 		p.status.Signal = ws.Signal().String()
-	case st.Exited():
-		code := st.ExitCode()
-		p.status.Code = &code
-	}
-	// The leader is gone; whatever it left in its group goes too, so an agent
-	// exiting on its own leaks nothing either.
-	pgid := p.pid
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	deadline := time.Now().Add(groupGoneWait)
-	for time.Now().Before(deadline) && groupAlive(pgid) {
-		time.Sleep(5 * time.Millisecond)
 	}
 	p.stdin.Close()
 	close(p.done)
-}
-
-// groupAlive reports whether any non-zombie process is still in group pgid.
-func groupAlive(pgid int) bool {
-	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	return groupHasLiveMember(pgid)
 }
 
 func (p *proc) Wait() (domain.ExitStatus, error) {
@@ -254,14 +165,14 @@ func (p *proc) Wait() (domain.ExitStatus, error) {
 func (p *proc) Stop(ctx context.Context) error {
 	p.stopOnce.Do(func() {
 		p.stdin.Close()
-		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+		_ = p.g.Signal(syscall.SIGTERM)
 	})
 	select {
 	case <-p.done:
 		return nil
 	case <-ctx.Done():
 	}
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = p.g.Signal(syscall.SIGKILL)
 	<-p.done
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,16 +31,31 @@ const agentEnv = "SANDBOX_PROCESS_TEST_AGENT"
 // agentVars is the environment of a test agent. Under -race a binary that
 // exits with code 0 sleeps a second first (atexit_sleep_ms); agents here
 // exit often, so that is turned off.
+// A test binary built with -cover warns on stderr at exit without
+// GOCOVERDIR, which the agents get here (TestMain sets it).
 func agentVars() map[string]string {
-	return map[string]string{agentEnv: "1", "GORACE": "atexit_sleep_ms=0"}
+	vars := map[string]string{agentEnv: "1", "GORACE": "atexit_sleep_ms=0"}
+	if d := os.Getenv("GOCOVERDIR"); d != "" {
+		vars["GOCOVERDIR"] = d
+	}
+	return vars
 }
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == SuperviseCommand {
-		os.Exit(Supervise(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == SupervisorCommand {
+		os.Exit(ServeSupervisor())
 	}
 	if os.Getenv(agentEnv) == "1" {
 		os.Exit(runAgent(os.Args[1], os.Args[2:]))
+	}
+	if testing.CoverMode() != "" && os.Getenv("GOCOVERDIR") == "" {
+		dir, err := os.MkdirTemp("", "process-cover-")
+		if err == nil {
+			os.Setenv("GOCOVERDIR", dir)
+			code := m.Run()
+			os.RemoveAll(dir)
+			os.Exit(code)
+		}
 	}
 	os.Exit(m.Run())
 }
@@ -52,9 +68,13 @@ func TestMain(m *testing.M) {
 //	selfkill       die of SIGKILL
 //	env            print the environment as a JSON array and exit 0
 //	sleep          print "ready" and sleep, never reading stdin
-//	tree [exit] [child-ignore-term]
-//	               start a grandchild ("sleep", in the same group), wait
-//	               until it is ready, print its pid, then sleep (or exit 0)
+//	tree [exit] [child-ignore-term] [setsid]
+//	               start a grandchild ("sleep", in the same group, or in a
+//	               session of its own), wait until it is ready, print its
+//	               pid, then sleep (or exit 0 at the end of stdin)
+//	doublefork [exit]
+//	               as tree, the grandchild double-forked and setsid
+//	daemon         a stand-in daemon, see below
 func runAgent(mode string, opts []string) int {
 	if slices.Contains(opts, "ignore-term") {
 		signal.Ignore(syscall.SIGTERM)
@@ -77,17 +97,43 @@ func runAgent(mode string, opts []string) int {
 		fmt.Println("ready")
 		time.Sleep(time.Hour)
 	case "daemon":
-		// A stand-in for the daemon: it starts a supervised agent tree,
-		// prints "AGENT GRANDCHILD", and waits to be killed.
+		// A stand-in for the daemon: under one supervisor it starts an
+		// agent tree with a setsid grandchild and a process whose shell
+		// double-forks a setsid child, prints "AGENT GRANDCHILD PROCESS
+		// ESCAPEE SUPERVISOR", and waits to be killed.
 		exe, _ := os.Executable()
+		sup := NewSupervisor(exe, SupervisorCommand)
 		spec := domain.LaunchSpec{Command: exe, Args: []string{"tree", "setsid", "child-ignore-term"}, Env: agentVars()}
-		p, err := (&Runner{Supervisor: exe}).Start(context.Background(), spec)
+		p, err := (&Runner{Supervisor: sup}).Start(context.Background(), spec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
 		gc, _ := bufio.NewReader(p.Stdout()).ReadString('\n')
-		fmt.Println(p.PID(), strings.TrimSpace(gc))
+		up, err := (&Starter{BaseEnv: os.Environ(), Supervisor: sup}).Start(context.Background(), domain.ProcessSpec{Command: "sh", Args: []string{"-c", escapeScript}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		esc, _ := bufio.NewReader(up.IO().Stdout).ReadString('\n')
+		supPID := sup.supervisorPID()
+		fmt.Println(p.PID(), strings.TrimSpace(gc), up.PID(), strings.TrimSpace(esc), supPID)
+		time.Sleep(time.Hour)
+	case "doublefork":
+		// Like tree, but the grandchild is double-forked and setsid: its
+		// parent exits at once, and it is in no group or session of ours.
+		cmd := exec.Command("/bin/sh", "-c", `(setsid "$0" sleep ignore-term >/dev/null 2>&1 & echo $!)`, os.Args[0])
+		cmd.Env = append(os.Environ(), "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+		out, err := cmd.Output()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Print(string(out))
+		if slices.Contains(opts, "exit") {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			return 0
+		}
 		time.Sleep(time.Hour)
 	case "tree":
 		args := []string{"sleep"}
@@ -124,16 +170,40 @@ func runAgent(mode string, opts []string) int {
 	return 3
 }
 
-// supervisedTests makes testRunner run agents under a supervisor (the test
-// binary again, see TestMain); TestSupervised sets it.
+// escapeScript double-forks a setsid sleep out of the shell's group and
+// session, prints its pid, and execs a sleep of its own.
+const escapeScript = `(setsid sleep 300 >/dev/null 2>&1 & echo $!); exec sleep 300`
+
+// supervisedTests makes testRunner and testStarter start everything under
+// the supervisor (the test binary again, see TestMain); TestSupervised
+// sets it.
 var supervisedTests bool
+
+// testSupervisor is the test binary's one supervisor, started on first use.
+var testSupervisor = sync.OnceValue(func() *Supervisor {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	s := NewSupervisor(exe, SupervisorCommand)
+	if err := s.Start(); err != nil {
+		panic(err)
+	}
+	return s
+})
 
 func testRunner() *Runner {
 	if supervisedTests {
-		exe, _ := os.Executable()
-		return &Runner{Supervisor: exe}
+		return &Runner{Supervisor: testSupervisor()}
 	}
 	return &Runner{}
+}
+
+func testStarter(env []string) *Starter {
+	if supervisedTests {
+		return &Starter{BaseEnv: env, Supervisor: testSupervisor()}
+	}
+	return &Starter{BaseEnv: env}
 }
 
 // agentSpec is a launch spec running the test binary as an agent.
@@ -277,7 +347,10 @@ func TestAgentEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(env)
-	want := []string{"A=1", "B=from spec", "C=3", "PATH=/nowhere", agentEnv + "=1", "GORACE=atexit_sleep_ms=0"}
+	want := []string{"A=1", "B=from spec", "C=3", "PATH=/nowhere"}
+	for k, v := range agentVars() {
+		want = append(want, k+"="+v)
+	}
 	slices.Sort(want)
 	if !slices.Equal(env, want) {
 		t.Errorf("agent env %q, want %q", env, want)

@@ -7,9 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
@@ -18,7 +16,9 @@ import (
 // Starter starts the user's processes (/v1/processes): on pipes, each in a
 // process group of its own, or on a pseudo-terminal (creack/pty), each in a
 // session of its own with the terminal as its controlling terminal. Either
-// way the process id is the group id, so a signal reaches the whole tree.
+// way the process id is the group id, so a signal reaches the whole group;
+// under the Supervisor, what leaves the group (setsid, a double fork) is
+// killed too when the leader exits or is killed.
 type Starter struct {
 	// BaseEnv is the environment every process starts from (the daemon's,
 	// minus its secrets); a spec's Env is added on top.
@@ -26,6 +26,11 @@ type Starter struct {
 	// Secret, as Runner's: variables whose value holds a secret are
 	// dropped at each start (DropSecrets).
 	Secret func(value string) bool
+	// Supervisor, when set (Linux), starts every process under the
+	// daemon's process supervisor (see Runner.Supervisor).
+	Supervisor *Supervisor
+	// Cred, when set, runs every process as that user (--run-as).
+	Cred *Credential
 }
 
 var _ ports.ProcessStarter = (*Starter)(nil)
@@ -35,21 +40,25 @@ func (s *Starter) Start(ctx context.Context, spec domain.ProcessSpec) (ports.Pro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(spec.Command, spec.Args...)
-	cmd.Dir = spec.Dir
+	path, err := lookPath(spec.Command)
+	if err != nil {
+		return nil, startError(spec, err)
+	}
 	env := spec.Env
 	if spec.TTY {
 		if _, ok := env["TERM"]; !ok && !hasEnv(s.BaseEnv, "TERM") {
 			env = withEnv(env, "TERM", "xterm-256color")
 		}
 	}
-	cmd.Env = DropSecrets(mergeEnv(s.BaseEnv, env), s.Secret)
+	l := &launch{
+		path: path, argv: append([]string{spec.Command}, spec.Args...), env: DropSecrets(mergeEnv(s.BaseEnv, env), s.Secret), dir: spec.Dir,
+		cred: s.Cred,
+	}
 	var p *userProc
-	var err error
 	if spec.TTY {
-		p, err = startPTY(cmd, spec.Cols, spec.Rows)
+		p, err = startPTY(ctx, s.Supervisor, l, spec.Cols, spec.Rows)
 	} else {
-		p, err = startPipes(cmd, spec.Stdin)
+		p, err = startPipes(ctx, s.Supervisor, l, spec.Stdin)
 	}
 	if err != nil {
 		return nil, startError(spec, err)
@@ -76,21 +85,22 @@ func withEnv(env map[string]string, k, v string) map[string]string {
 	return out
 }
 
-// startPipes starts cmd with stdout and stderr on pipes and stdin on a pipe
+// startPipes starts l with stdout and stderr on pipes and stdin on a pipe
 // (withStdin) or /dev/null.
-func startPipes(cmd *exec.Cmd, withStdin bool) (*userProc, error) {
+func startPipes(ctx context.Context, sup *Supervisor, l *launch, withStdin bool) (*userProc, error) {
 	var pipes stdio
-	if err := pipes.open(cmd, withStdin); err != nil {
+	if err := pipes.open(withStdin); err != nil {
 		pipes.closeAll()
 		return nil, err
 	}
-	cmd.SysProcAttr = sysProcAttr(false)
-	if err := cmd.Start(); err != nil {
+	l.stdin, l.stdout, l.stderr = pipes.inR, pipes.outW, pipes.errW
+	g, err := startGroup(ctx, sup, l)
+	if err != nil {
 		pipes.closeAll()
 		return nil, err
 	}
 	pipes.started()
-	p := &userProc{cmd: cmd, done: make(chan struct{})}
+	p := &userProc{g: g, done: make(chan struct{})}
 	p.io.Stdout, p.io.Stderr = pipes.outR, pipes.errR
 	if pipes.inW != nil {
 		p.io.Stdin = pipes.inW
@@ -100,14 +110,9 @@ func startPipes(cmd *exec.Cmd, withStdin bool) (*userProc, error) {
 
 // userProc is a started user process.
 type userProc struct {
-	cmd *exec.Cmd
-	io  ports.ProcessIO
-	// session: the process leads a session of its own (a terminal), whose
-	// job-control groups are signalled along with its own group.
-	session bool
+	g  group
+	io ports.ProcessIO
 
-	mu     sync.Mutex // guards gone against signalling a reused pid
-	gone   bool
 	done   chan struct{}
 	status domain.ExitStatus
 	err    error
@@ -116,7 +121,7 @@ type userProc struct {
 var _ ports.Process = (*userProc)(nil)
 
 func (p *userProc) IO() ports.ProcessIO { return p.io }
-func (p *userProc) PID() int            { return p.cmd.Process.Pid }
+func (p *userProc) PID() int            { return p.g.PID() }
 
 func (p *userProc) Signal(sig domain.Signal) error {
 	var s syscall.Signal
@@ -128,30 +133,10 @@ func (p *userProc) Signal(sig domain.Signal) error {
 	default:
 		return fmt.Errorf("unsupported signal %q", sig)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.gone {
-		return nil
-	}
-	// While gone is false the leader is not reaped (see wait), so the
-	// group id still names our group and no other.
-	if err := p.kill(s); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal process group %d: %w", p.cmd.Process.Pid, err)
+	if err := p.g.Signal(s); err != nil {
+		return fmt.Errorf("signal process group %d: %w", p.g.PID(), err)
 	}
 	return nil
-}
-
-// kill sends s to the process's group and, for a session leader, to the
-// other groups of its session (background jobs of a shell).
-func (p *userProc) kill(s syscall.Signal) error {
-	pid := p.cmd.Process.Pid
-	err := syscall.Kill(-pid, s)
-	if p.session {
-		for _, g := range sessionGroups(pid) {
-			_ = syscall.Kill(-g, s)
-		}
-	}
-	return err
 }
 
 func (p *userProc) Wait() (domain.ExitStatus, error) {
@@ -159,43 +144,18 @@ func (p *userProc) Wait() (domain.ExitStatus, error) {
 	return p.status, p.err
 }
 
-// wait reaps the leader, kills whatever it left in its group, and waits for
-// the group to be gone. The group id cannot be reused while any member is
-// alive, and a zombie leader keeps its pid, so signalling -pid before the
-// leader is reaped is always safe; after, Signal sees gone.
+// wait records how the leader ended once its group (or, under the
+// supervisor, its whole tree) is gone.
 func (p *userProc) wait() {
-	pid := p.cmd.Process.Pid
-	// Wait for the leader to exit without reaping it, so its pid (the
-	// group id) stays ours while the rest of the group is killed.
-	waitExited(pid)
-	p.mu.Lock()
-	_ = p.kill(syscall.SIGKILL)
-	p.gone = true
-	p.mu.Unlock()
-	err := p.cmd.Wait()
-	st := p.cmd.ProcessState
+	ws, err := p.g.Wait()
 	switch {
-	case st == nil:
+	case err != nil:
 		p.err = err
-	case st.Exited():
-		code := st.ExitCode()
+	case ws.Exited():
+		code := ws.ExitStatus()
 		p.status.Code = &code
-	default:
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			p.status.Signal = signalName(ws.Signal())
-		}
-	}
-	waitGroupGone(pid)
-	if p.session {
-		// Jobs in other groups of the session: killed above, gone now (a
-		// job forked meanwhile is caught by the next round).
-		deadline := time.Now().Add(groupGoneWait)
-		for groups := sessionGroups(pid); len(groups) > 0 && time.Now().Before(deadline); groups = sessionGroups(pid) {
-			for _, g := range groups {
-				_ = syscall.Kill(-g, syscall.SIGKILL)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	case ws.Signaled():
+		p.status.Signal = signalName(ws.Signal())
 	}
 	close(p.done)
 }
@@ -218,15 +178,6 @@ var signalNames = map[syscall.Signal]string{
 	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
 }
 
-// waitGroupGone waits, boundedly, until no live member of group pgid is
-// left (zombies reparented to init do not count).
-func waitGroupGone(pgid int) {
-	deadline := time.Now().Add(groupGoneWait)
-	for time.Now().Before(deadline) && groupAlive(pgid) {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // startError says why a start failed in terms the client can act on,
 // without host details beyond what the client itself named.
 func startError(spec domain.ProcessSpec, err error) error {
@@ -236,6 +187,8 @@ func startError(spec domain.ProcessSpec, err error) error {
 		msg = fmt.Sprintf("command not found: %s", spec.Command)
 	case errors.Is(err, exec.ErrDot):
 		msg = fmt.Sprintf("command %s resolves to the working directory; name it with ./", spec.Command)
+	case isChdir(err) && !errors.Is(err, fs.ErrNotExist):
+		msg = fmt.Sprintf("cannot enter working directory %s: %s", spec.Dir, errnoText(err))
 	case errors.Is(err, fs.ErrNotExist):
 		msg = fmt.Sprintf("cannot start %s: no such file or directory", spec.Command)
 		if spec.Dir != "" {
@@ -253,4 +206,19 @@ func startError(spec domain.ProcessSpec, err error) error {
 		return fmt.Errorf("start %s: %w", spec.Command, err)
 	}
 	return &domain.Error{Kind: domain.KindInvalidRequest, Msg: msg, Err: err}
+}
+
+// isChdir reports whether err is a failure to enter the working directory.
+func isChdir(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Op == "chdir"
+}
+
+// errnoText is the system's text for err's errno ("permission denied").
+func errnoText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
 }

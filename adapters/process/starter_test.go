@@ -16,7 +16,7 @@ import (
 )
 
 func TestStarterContract(t *testing.T) {
-	porttest.ProcessStarterContract(t, &Starter{BaseEnv: os.Environ()},
+	porttest.ProcessStarterContract(t, testStarter(os.Environ()),
 		domain.ProcessSpec{Command: "cat", Stdin: true},
 		domain.ProcessSpec{Command: "sleep", Args: []string{"300"}})
 }
@@ -56,7 +56,7 @@ func newFDs(t *testing.T, before map[string]string) []string {
 // A grandchild left behind by a leader that exits on its own is killed
 // with the group, and Wait returns only once it is gone.
 func TestStarterKillsWhatTheLeaderLeaves(t *testing.T) {
-	s := &Starter{BaseEnv: os.Environ()}
+	s := testStarter(os.Environ())
 	p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sh", Args: []string{"-c", "sleep 300 & echo $!"}})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestStarterKillsWhatTheLeaderLeaves(t *testing.T) {
 // non-blocking), and a start/exit cycle leaves no descriptor open.
 func TestStarterTerminal(t *testing.T) {
 	before := openFDs(t)
-	s := &Starter{BaseEnv: os.Environ()}
+	s := testStarter(os.Environ())
 	p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sh", TTY: true, Cols: 90, Rows: 30, Env: map[string]string{"PS1": "$ "}})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestStarterTerminal(t *testing.T) {
 
 // Start failures say what is wrong in the client's terms.
 func TestStarterStartErrors(t *testing.T) {
-	s := &Starter{BaseEnv: os.Environ()}
+	s := testStarter(os.Environ())
 	plain := t.TempDir() + "/plain"
 	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -149,6 +149,7 @@ func TestStarterStartErrors(t *testing.T) {
 		{domain.ProcessSpec{Command: "true", Dir: "/no/such/dir"}, "working directory does not exist: /no/such/dir"},
 		{domain.ProcessSpec{Command: plain}, "permission denied"},
 		{domain.ProcessSpec{Command: script}, "not an executable"},
+		{domain.ProcessSpec{Command: plain + "/x"}, "not a directory"},
 	} {
 		before := openFDs(t)
 		_, err := s.Start(context.Background(), tc.spec)
@@ -166,7 +167,7 @@ func TestStarterStartErrors(t *testing.T) {
 // their own; a signal to a terminal process reaches them too, through its
 // session.
 func TestStarterTerminalJobsKilled(t *testing.T) {
-	s := &Starter{BaseEnv: os.Environ()}
+	s := testStarter(os.Environ())
 	p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sh", Args: []string{"-i"}, TTY: true, Env: map[string]string{"PS1": "$ "}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,14 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysProcAttr puts the child in its own process group and signals it when
-// the daemon dies: an agent gets SIGKILL; a supervisor gets SIGTERM, which
-// it catches to kill the agent's whole tree first.
-func sysProcAttr(supervisor bool) *syscall.SysProcAttr {
-	if supervisor {
-		return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+// sysProcAttr puts an os/exec child in a process group of its own, or in
+// a session of its own with fd 0 as its controlling terminal, as cred if
+// set, and kills it when the daemon dies (Pdeathsig; only the child, not
+// what it starts: that needs the Supervisor).
+func sysProcAttr(session bool, cred *Credential) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: !session, Setsid: session, Setctty: session, Pdeathsig: syscall.SIGKILL}
+	if cred != nil {
+		a.Credential = &syscall.Credential{Uid: cred.UID, Gid: cred.GID, Groups: cred.Groups}
 	}
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return a
 }
 
 // groupHasLiveMember scans /proc for a process of group pgid that is not a

@@ -2,13 +2,15 @@
 
 package process
 
-import (
-	"bufio"
-	"errors"
-	"syscall"
-)
+import "syscall"
 
-func sysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+func sysProcAttr(session bool, cred *Credential) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: !session, Setsid: session, Setctty: session}
+	if cred != nil {
+		a.Credential = &syscall.Credential{Uid: cred.UID, Gid: cred.GID, Groups: cred.Groups}
+	}
+	return a
+}
 
 func groupHasLiveMember(int) bool { return true }
 
@@ -18,14 +20,3 @@ func waitExited(int) {}
 
 // sessionGroups is wired up on Linux only.
 func sessionGroups(int) []int { return nil }
-
-// SuperviseCommand is the hidden subcommand running Supervise.
-const SuperviseCommand = "_supervise-agent"
-
-// Supervise is Linux only (it needs PR_SET_CHILD_SUBREAPER); elsewhere
-// agents run without a supervisor.
-func Supervise([]string) int { return 127 }
-
-const supervised = false
-
-func readReport(*bufio.Reader) (string, string, error) { return "", "", errors.New("no supervisor") }

@@ -171,8 +171,8 @@ assign, is left out and named on stderr.`,
 // its environment and $HOME, empty keys not counting (an
 // ANTHROPIC_API_KEY="" is no credential). Files it cannot read are logged
 // at debug level, by name only.
-func credentialDiscovery(log *slog.Logger) func() domain.Credentials {
-	d := &credentials.Discovery{Fs: fsys.NewOS(), Home: homeDir(), LookupEnv: os.LookupEnv}
+func credentialDiscovery(log *slog.Logger, home string) func() domain.Credentials {
+	d := &credentials.Discovery{Fs: fsys.NewOS(), Home: home, LookupEnv: os.LookupEnv}
 	return func() domain.Credentials {
 		res := d.Discover(credentials.Options{OAuth: true, Usable: true})
 		for _, p := range res.Problems {

@@ -37,8 +37,8 @@ func (l fsLimits) limits() files.Limits {
 // config files too and --fs memory keeps them in memory.
 //
 //   - default (--fs os): the host filesystem; relative fs paths resolve
-//     against $HOME and relative config directories against the working
-//     directory, as in the reference;
+//     against $HOME (the --run-as user's) and relative config directories
+//     against the working directory, as in the reference;
 //   - --fs-root DIR: every path confined to DIR with os.Root; relative fs
 //     paths and config directories both resolve against DIR;
 //   - --fs memory: an in-memory filesystem holding only $HOME and the
@@ -46,8 +46,11 @@ func (l fsLimits) limits() files.Limits {
 //     free-space check.
 //
 // On the host backends, secrets keeps the daemon's own files and /proc out
-// of both APIs. The returned func releases the backend.
-func newFilesystem(f *serverFlags, secrets ports.Secrets) (*files.Files, *files.ConfigStore, func(), error) {
+// of both APIs; with --run-as, they make their writes as that user
+// (fsys.AsUser): what the API creates is the user's.
+//
+// The returned func releases the backend.
+func newFilesystem(f *serverFlags, secrets ports.Secrets, ra *runAs) (*files.Files, *files.ConfigStore, func(), error) {
 	home, err := os.UserHomeDir()
 	cwd, cwdErr := os.Getwd()
 	if cwdErr != nil {
@@ -62,6 +65,9 @@ func newFilesystem(f *serverFlags, secrets ports.Secrets) (*files.Files, *files.
 	if f.fsLimits.maxDepth < 1 {
 		return nil, nil, nil, usagef("--max-extract-depth must be at least 1, got %d", f.fsLimits.maxDepth)
 	}
+	if ra != nil {
+		home = ra.home
+	}
 	switch {
 	case f.fsRoot != "":
 		if f.fsBackend != "os" {
@@ -71,8 +77,9 @@ func newFilesystem(f *serverFlags, secrets ports.Secrets) (*files.Files, *files.
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--fs-root: %w", err)
 		}
-		fl := &files.Files{Fs: root, Home: root.Dir(), Root: root.Dir(), Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload, Secrets: secrets}
-		return fl, &files.ConfigStore{Fs: root, Base: root.Dir(), Secrets: secrets}, func() { root.Close() }, nil
+		view := ra.writer(root)
+		fl := &files.Files{Fs: view, Home: root.Dir(), Root: root.Dir(), Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload, Secrets: secrets}
+		return fl, &files.ConfigStore{Fs: view, Base: root.Dir(), Secrets: secrets}, func() { root.Close() }, nil
 	case f.fsBackend == "memory":
 		mem := fsys.NewMemory()
 		for _, dir := range []string{home, cwd} {
@@ -83,7 +90,7 @@ func newFilesystem(f *serverFlags, secrets ports.Secrets) (*files.Files, *files.
 		fl := &files.Files{Fs: mem, Home: home, Limits: files.Limits{MaxExtract: f.fsLimits.maxExtract, MaxDepth: f.fsLimits.maxDepth}, MaxUpload: f.maxUpload}
 		return fl, &files.ConfigStore{Fs: mem, Base: cwd}, func() {}, nil
 	case f.fsBackend == "os":
-		host := fsys.NewOS()
+		host := ra.writer(fsys.NewOS())
 		fl := &files.Files{Fs: host, Home: home, Limits: f.fsLimits.limits(), MaxUpload: f.maxUpload, Secrets: secrets}
 		return fl, &files.ConfigStore{Fs: host, Base: cwd, Secrets: secrets}, func() {}, nil
 	}

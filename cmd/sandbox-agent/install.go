@@ -81,9 +81,15 @@ func wireInstaller(a *agents.Agents, log *slog.Logger) {
 }
 
 // newCatalog serves /v1/agents from the resolver, the running instances
-// and the credential discovery (logging to the server's default logger).
-func newCatalog(a *agents.Agents, instances *acp.Instances) *agents.Catalog {
-	return &agents.Catalog{Agents: a, Running: instances.RunningSince, Credentials: credentialDiscovery(slog.Default())}
+// and the credential discovery (logging to the server's default logger),
+// in the home of the user agents run as (--run-as: where they find their
+// credentials).
+func newCatalog(a *agents.Agents, instances *acp.Instances, ra *runAs) *agents.Catalog {
+	home := homeDir()
+	if ra != nil {
+		home = ra.home
+	}
+	return &agents.Catalog{Agents: a, Running: instances.RunningSince, Credentials: credentialDiscovery(slog.Default(), home)}
 }
 
 // installFlags are the options of install-agent and api agents install.

@@ -94,11 +94,16 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		reloadable = append(reloadable, "policies")
 	}
 	reloads := httpapi.NewReloads(reloadable...)
-	agents, err := agentResolver(ctx, f, secrets)
+	ra, err := resolveRunAs(f.runAs)
+	if err != nil {
+		return err
+	}
+	agents, err := agentResolver(ctx, f, secrets, ra)
 	if err != nil {
 		return err
 	}
 	wireInstaller(agents, log)
+	ra.applyInstaller(agents.Installer)
 	tokens, tokenSource, stopTokens, err := startTokens(ctx, f.token, f.tokenFromEnv, f.auth.tokenFile, secrets, reloads, log)
 	if err != nil {
 		return err
@@ -108,15 +113,19 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	// filter stays as a second guard, and every variable whose value holds
 	// a current token is dropped at each start (tokens.InValue).
 	agents.Installer.Disk = f.fsLimits.limits()
-	runner := &process.Runner{BaseEnv: baseEnv(), Secret: tokens.InValue, Supervisor: supervisorExe()}
+	// One supervisor starts every agent and process; its /proc is the
+	// daemon's too.
+	sup := startSupervisor(log, secrets.ProtectPID)
+	defer sup.Close()
+	runner := &process.Runner{BaseEnv: ra.env(baseEnv()), Secret: tokens.InValue, Supervisor: sup, Cred: ra.credential(), DefaultDir: ra.workDir()}
 	instances := acp.NewInstances(opts, runner, agents)
 
-	files, configs, closeFs, err := newFilesystem(f, secrets)
+	files, configs, closeFs, err := newFilesystem(f, secrets, ra)
 	if err != nil {
 		return err
 	}
 	defer closeFs()
-	procSvc := newProcesses(f, files, tokens, secrets, log)
+	procSvc := newProcesses(f, files, tokens, secrets, sup, ra, log)
 
 	authz, stopPolicies, err := startPolicies(ctx, f.policy, secrets, reloads, log)
 	if err != nil {
@@ -147,7 +156,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		MaxUpload:    f.maxUpload,
 		UI:           inspector.Handler(),
 		Docs:         inspector.Docs(),
-		Catalog:      newCatalog(agents, instances),
+		Catalog:      newCatalog(agents, instances, ra),
 		Authorizer:   authz,
 		Processes:    procSvc,
 		Reloads:      reloads,
@@ -255,12 +264,12 @@ func installDir() string {
 	return filepath.Join(base, "sandbox-agent", "bin")
 }
 
-func agentResolver(ctx context.Context, f *serverFlags, secrets *fsys.Secrets) (*agents.Agents, error) {
+func agentResolver(ctx context.Context, f *serverFlags, secrets *fsys.Secrets, ra *runAs) (*agents.Agents, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
-	a := &agents.Agents{Fs: afero.NewOsFs(), InstallDir: installDir(), SelfExe: self}
+	a := &agents.Agents{Fs: afero.NewOsFs(), InstallDir: ra.installDir(), SelfExe: self}
 	if f.agentsFile != "" {
 		if a.Operator, err = loadAgentsFile(ctx, f.agentsFile, secrets); err != nil {
 			return nil, err

@@ -37,6 +37,7 @@ type serverFlags struct {
 	stdinWriteTimeout, streamWrite    time.Duration
 	metricsPublic                     bool
 	agentsFile                        string
+	runAs                             string
 	fsRoot, fsBackend                 string
 	maxUpload                         int64
 	fsLimits                          fsLimits
@@ -71,6 +72,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.streamWrite, "stream-write-timeout", h.StreamWriteTimeout, "drop an event stream whose reader takes nothing for this long")
 	fs.BoolVar(&f.metricsPublic, "metrics-public", false, "serve GET /metrics without the bearer token even when --token is set")
 	fs.StringVar(&f.agentsFile, "agents-file", "", "JSON file of operator-defined agents: {\"agents\":[{\"id\",\"command\",\"args\",\"env\"}]}")
+	fs.StringVar(&f.runAs, "run-as", "", "run agents and processes as this user (name or uid), with its groups and HOME; API writes and agent installs become that user's (the daemon must be root; Linux)")
 	fs.StringVar(&f.fsRoot, "fs-root", "", "confine /v1/fs and /v1/config to this directory (paths, links and tar entries cannot leave it)")
 	fs.StringVar(&f.fsBackend, "fs", "os", "filesystem behind /v1/fs and /v1/config: os or memory")
 	fs.Int64Var(&f.maxUpload, "max-upload", 0, "largest PUT /v1/fs/file or upload-batch body in bytes (0: no limit)")

@@ -13,6 +13,8 @@
 //	notification "spawn"     → starts a grandchild (sleep) that ignores SIGTERM, writes its pid
 //	notification "spawn-setsid" → like "spawn", but the grandchild calls setsid
 //	                           first (leaves the agent's group and session)
+//	notification "spawn-doublefork" → like "spawn-setsid", but double-forked:
+//	                           its parent exits at once (it is no child of the agent)
 //	notification "bigline"   → one notification of params.n bytes of padding
 //	                           ({"method":"big","params":{"pad":"xxx…"}}), params.count times (default 1)
 //	notification "ignore-term" → ignores SIGTERM and stdin EOF from now on
@@ -130,6 +132,14 @@ func handle(line []byte) {
 				return
 			}
 			write([]byte(`{"jsonrpc":"2.0","method":"spawned","params":{"pid":` + strconv.Itoa(cmd.Process.Pid) + `}}`))
+		case "spawn-doublefork":
+			out, err := exec.Command("sh", "-c", `(setsid sh -c 'trap "" TERM; while :; do sleep 1; done' >/dev/null 2>&1 & echo $!)`).Output()
+			pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
+			if err != nil || perr != nil {
+				fmt.Fprintln(os.Stderr, "testagent: spawn-doublefork:", err, perr)
+				return
+			}
+			write([]byte(`{"jsonrpc":"2.0","method":"spawned","params":{"pid":` + strconv.Itoa(pid) + `}}`))
 		case "bigline":
 			line := []byte(`{"jsonrpc":"2.0","method":"big","params":{"pad":"` + strings.Repeat("x", msg.Params.N) + `"}}`)
 			for range max(1, msg.Params.Count) {
