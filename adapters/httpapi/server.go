@@ -74,6 +74,10 @@ type Config struct {
 	// Processes, when set, serves /v1/processes/*; see processes.go.
 	Processes *processes.Service
 
+	// OpenCode, when set, serves OpenCode's API at /opencode (see
+	// opencode.go).
+	OpenCode OpenCode
+
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
 	MetricsPublic bool
@@ -183,6 +187,9 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 	}
 	if cfg.Processes != nil {
 		registerProcesses(api, cfg)
+	}
+	if cfg.OpenCode != nil {
+		mountOpenCode(mux, cfg)
 	}
 	if cfg.UI != nil {
 		mux.Handle("GET /ui/", cfg.UI)

@@ -71,6 +71,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := f.limits.validate(); err != nil {
 		return usagef("%v", err)
 	}
+	if err := f.opencode.validate(); err != nil {
+		return usagef("%v", err)
+	}
 	f.limits.setMemoryLimit(log)
 	f.limits.warnFDs(log)
 	agents, err := agentResolver(f)
@@ -102,6 +105,12 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	defer stopPolicies()
 
+	catalog := newCatalog(agents, instances)
+	openCode, stopOpenCode, err := newOpenCode(ctx, &f.opencode, instances, catalog, f.maxACPBody, log)
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -125,12 +134,15 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		MaxUpload:    f.maxUpload,
 		UI:           inspector.Handler(),
 		Docs:         inspector.Docs(),
-		Catalog:      newCatalog(agents, instances),
+		Catalog:      catalog,
 		Authorizer:   authz,
 		Processes:    procSvc,
 
 		MetricsPublic:      f.metricsPublic,
 		StreamWriteTimeout: f.streamWrite,
+	}
+	if openCode != nil {
+		httpCfg.OpenCode = openCode
 	}
 	f.limits.applyHTTP(&httpCfg)
 	handler := httpapi.New(httpCfg)
@@ -174,6 +186,10 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		stopProcesses(pctx, procSvc, log)
 		close(procsStopped)
 	}()
+	// OpenCode's event streams end now; its database closes once the
+	// server's requests are done (below).
+	openCodeStopped := make(chan struct{})
+	go func() { stopOpenCode(sctx); close(openCodeStopped) }()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
 	if err := <-stopped; err != nil {
@@ -188,6 +204,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	case <-time.After(500 * time.Millisecond):
 	}
 	srv.Close()
+	<-openCodeStopped
 	log.Info("stopped")
 	return nil
 }
