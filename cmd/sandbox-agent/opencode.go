@@ -83,9 +83,11 @@ func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances
 	}
 	home, _ := os.UserHomeDir()
 	a, err := opencode.New(opencode.Config{
-		Instances:    instances,
-		Store:        store,
-		Agents:       func(ctx context.Context) []domain.AgentInfo { return catalog.List(ctx, agents.CatalogQuery{Config: true}) },
+		Instances: instances,
+		Store:     store,
+		Agents: func(ctx context.Context) []domain.AgentInfo {
+			return catalog.List(ctx, agents.CatalogQuery{Config: true})
+		},
 		Installed:    catalog.Agents.Installed,
 		DefaultAgent: o.agent,
 		Directory:    wd,
