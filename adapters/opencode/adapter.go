@@ -57,6 +57,9 @@ type Config struct {
 	// (default 120 s). Prompts have none: a turn lasts as long as the
 	// agent works.
 	RequestTimeout time.Duration
+	// AbortGrace is how long an aborted turn waits for the agent to end
+	// it (stopReason cancelled) before it is ended here (default 10 s).
+	AbortGrace time.Duration
 	// MaxPartBytes bounds the text of one part (default 8 MiB); past it a
 	// part stops growing and says it was cut.
 	MaxPartBytes int
@@ -98,6 +101,9 @@ func (c *Config) fill() {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 120 * time.Second
 	}
+	if c.AbortGrace <= 0 {
+		c.AbortGrace = 10 * time.Second
+	}
 	if c.MaxPartBytes <= 0 {
 		c.MaxPartBytes = 8 << 20
 	}
@@ -134,7 +140,8 @@ type Adapter struct {
 	sessions    map[string]*session  // by OpenCode session id
 	asks        map[string]*ask      // pending permissions and questions, by id
 	subscribers int
-	config      json.RawMessage // PATCH /config, kept in memory
+	config      json.RawMessage   // PATCH /config, kept in memory
+	defaults    map[string]string // agent → its default model (catalog)
 }
 
 // connSlot serialises starting an agent's connection: sem is a one-slot
@@ -160,6 +167,7 @@ func New(cfg Config) (*Adapter, error) {
 		conns:    map[string]*connSlot{},
 		sessions: map[string]*session{},
 		asks:     map[string]*ask{},
+		defaults: map[string]string{},
 	}
 	a.ids.now = cfg.Now
 	cfg.Store.mu.Lock()

@@ -86,6 +86,28 @@ func (a *Adapter) catalog(ctx context.Context) []catalogProvider {
 	return out
 }
 
+// defaultModel is the model an agent starts with, as the catalogue says
+// (its model option's current value), remembered per agent.
+func (a *Adapter) defaultModel(ctx context.Context, agent string) string {
+	a.mu.Lock()
+	m, ok := a.defaults[agent]
+	a.mu.Unlock()
+	if ok {
+		return m
+	}
+	for _, p := range a.catalog(ctx) {
+		if p.ID == agent {
+			m = p.Default
+		}
+	}
+	a.mu.Lock()
+	if len(a.defaults) < 1024 {
+		a.defaults[agent] = m
+	}
+	a.mu.Unlock()
+	return m
+}
+
 // modelJSON is one model in both shapes OpenCode's clients read: the
 // models.dev fields of GET /provider up to 1.2 (attachment, reasoning,
 // tool_call, release_date) and the Model of /config/providers and of

@@ -285,16 +285,15 @@ type storedMessage struct {
 	Parts [][]byte
 }
 
-// messages returns a session's messages in id order (oldest first): the
-// last limit ones when limit > 0.
+// messages returns a session's messages in the order they were made
+// (oldest first), each with its parts in theirs: the last limit messages
+// when limit > 0. The order is the rows' (rowid), not the ids': a client
+// may choose ids of its own.
 func (s *Store) messages(ctx context.Context, sessionID string, limit int) ([]storedMessage, error) {
-	q := "SELECT id, info FROM messages WHERE session_id = ? ORDER BY id DESC"
-	args := []any{sessionID}
-	if limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, limit)
+	if limit <= 0 {
+		limit = -1 // no LIMIT
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, "SELECT id, info FROM messages WHERE session_id = ? ORDER BY rowid DESC LIMIT ?", sessionID, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +320,8 @@ func (s *Store) messages(ctx context.Context, sessionID string, limit int) ([]st
 	for i, m := range out {
 		index[m.ID] = i
 	}
-	prows, err := s.db.QueryContext(ctx, "SELECT message_id, data FROM parts WHERE session_id = ? AND message_id >= ? ORDER BY message_id, id", sessionID, out[0].ID)
+	prows, err := s.db.QueryContext(ctx, `SELECT message_id, data FROM parts WHERE session_id = ? AND message_id IN
+		(SELECT id FROM messages WHERE session_id = ? ORDER BY rowid DESC LIMIT ?) ORDER BY rowid`, sessionID, sessionID, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +349,7 @@ func (s *Store) message(ctx context.Context, sessionID, id string) (storedMessag
 	if err != nil {
 		return m, false, err
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT data FROM parts WHERE session_id = ? AND message_id = ? ORDER BY id", sessionID, id)
+	rows, err := s.db.QueryContext(ctx, "SELECT data FROM parts WHERE session_id = ? AND message_id = ? ORDER BY rowid", sessionID, id)
 	if err != nil {
 		return m, false, err
 	}

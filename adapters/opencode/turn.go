@@ -39,6 +39,8 @@ type promptInput struct {
 	Agent     string      `json:"agent"`
 	NoReply   bool        `json:"noReply"`
 	Parts     []inputPart `json:"parts"`
+
+	defaultModel string // the agent's default model, when the prompt names none
 }
 
 type inputPart struct {
@@ -96,6 +98,16 @@ var errBusy = errTooMany("this session already has 8 prompts waiting; wait for i
 // the turn in the background. The returned turn's done closes when it
 // ends, whatever happens to ctx.
 func (a *Adapter) startTurn(ctx context.Context, s *session, in *promptInput) (*turn, error) {
+	if in.Model == nil || in.Model.ModelID == "" {
+		// The model the agent starts with, to name it on the messages.
+		s.mu.Lock()
+		agent := s.agent
+		s.mu.Unlock()
+		if in.Model != nil && in.Model.ProviderID != "" {
+			agent = in.Model.ProviderID
+		}
+		in.defaultModel = a.defaultModel(ctx, agent)
+	}
 	s.mu.Lock()
 	if s.waiting >= maxQueued {
 		s.mu.Unlock()
@@ -157,7 +169,7 @@ func (s *session) beginLocked(ctx context.Context, in *promptInput) (*turn, erro
 		modelID = in.Model.ModelID
 	}
 	if modelID == "" {
-		modelID = firstNonEmpty(s.model, "default")
+		modelID = firstNonEmpty(s.model, in.defaultModel, "default")
 	}
 	agentName := firstNonEmpty(in.Agent, "build")
 	now := a.now()
@@ -333,8 +345,8 @@ func errMessage(err error) string {
 
 // abort cancels the running turn: session/cancel to the agent, pending
 // permissions and questions answered cancelled. The agent ends the turn
-// (stopReason cancelled); one that does not within abortGrace has it
-// ended here. It reports whether a turn was running.
+// (stopReason cancelled); one that does not within Config.AbortGrace has
+// it ended here. It reports whether a turn was running.
 func (s *session) abort() bool {
 	s.mu.Lock()
 	t := s.turn
@@ -345,7 +357,7 @@ func (s *session) abort() bool {
 	t.cancelled = true
 	c, acpID := t.conn, t.acpID
 	if t.watchdog == nil {
-		t.watchdog = time.AfterFunc(abortGrace, func() { s.finish(t, "cancelled", nil) })
+		t.watchdog = time.AfterFunc(s.a.cfg.AbortGrace, func() { s.finish(t, "cancelled", nil) })
 	}
 	s.mu.Unlock()
 	s.a.cancelAsks(s, "cancelled")
@@ -356,9 +368,6 @@ func (s *session) abort() bool {
 	}
 	return true
 }
-
-// abortGrace is how long an aborted turn waits for the agent to end it.
-const abortGrace = 10 * time.Second
 
 // putMessage writes a message's info and publishes message.updated.
 // Called with s.mu held.

@@ -138,9 +138,7 @@ func (s *session) tool(t *turn, u *sessionUpdate) {
 	if out := toolOutput(u.Content, u.RawOutput); out != "" {
 		st.Output = truncate(out, s.a.cfg.MaxPartBytes)
 	}
-	if md := toolMetadata(u, st.Output); md != nil {
-		st.Metadata = md
-	}
+	st.Metadata = toolMetadata(st.Metadata, u, st.Output)
 	switch u.Status {
 	case "in_progress":
 		st.Status = "running"
@@ -238,10 +236,14 @@ func toolOutput(content, rawOutput json.RawMessage) string {
 	return string(rawOutput)
 }
 
-// toolMetadata keeps what OpenCode clients read from a tool's metadata
-// (output, as bash's does) and the ACP kind and locations.
-func toolMetadata(u *sessionUpdate, output string) json.RawMessage {
+// toolMetadata merges into a tool's metadata what OpenCode clients read
+// there (output, as bash's does) and the ACP kind and locations, keeping
+// what earlier updates gave.
+func toolMetadata(prev json.RawMessage, u *sessionUpdate, output string) json.RawMessage {
 	md := map[string]any{}
+	if len(prev) > 0 {
+		_ = json.Unmarshal(prev, &md)
+	}
 	if output != "" {
 		md["output"] = output
 	}
@@ -251,7 +253,7 @@ func toolMetadata(u *sessionUpdate, output string) json.RawMessage {
 	if len(u.Locations) > 0 && len(u.Locations) <= 64 {
 		paths := make([]string, 0, len(u.Locations))
 		for _, l := range u.Locations {
-			paths = append(paths, l.Path)
+			paths = append(paths, truncate(l.Path, 4096))
 		}
 		md["locations"] = paths
 	}
