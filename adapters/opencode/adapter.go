@@ -175,7 +175,7 @@ func New(cfg Config) (*Adapter, error) {
 	cfg.Store.onEvict = a.evicted
 	cfg.Store.mu.Unlock()
 	a.mux = a.routes()
-	go cfg.Store.enforce(ctx) // retention, once at start
+	cfg.Store.kickEnforce() // retention, once at start
 	return a, nil
 }
 

@@ -36,6 +36,15 @@ type Store struct {
 	retention time.Duration
 	now       func() time.Time
 
+	// Enforcing the bounds is one background goroutine's (run), kicked
+	// every checkEvery bytes written: a write never waits for eviction,
+	// and eviction asks busy (which locks sessions) holding no lock of a
+	// writer's.
+	kick      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	stopped   chan struct{}
+
 	mu           sync.Mutex // guards what follows
 	sinceCheck   int64      // bytes written since the last size check
 	checkEvery   int64
@@ -124,11 +133,13 @@ func OpenStore(ctx context.Context, opts StoreOptions) (*Store, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, maxBytes: opts.MaxBytes, retention: opts.Retention, now: opts.Now, checkEvery: min(opts.MaxBytes/64, 4<<20)}
+	s := &Store{db: db, maxBytes: opts.MaxBytes, retention: opts.Retention, now: opts.Now, checkEvery: min(opts.MaxBytes/64, 4<<20),
+		kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
+	go s.run()
 	if opts.Path != "" {
 		// Owner only: the database holds every prompt and answer.
 		_ = os.Chmod(opts.Path, 0o600)
@@ -153,8 +164,26 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the database. It is idempotent.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops the eviction goroutine and closes the database. It is
+// idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.done) })
+	<-s.stopped
+	return s.db.Close()
+}
+
+// run enforces the bounds when kicked, until Close.
+func (s *Store) run() {
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.kick:
+			s.enforce(dbctx)
+		case <-s.done:
+			return
+		}
+	}
+}
 
 // storedSession is a sessions row.
 type storedSession struct {
@@ -398,9 +427,9 @@ func (s *Store) usedBytes(ctx context.Context) (int64, error) {
 	return (pages - free) * size, nil
 }
 
-// wrote counts n bytes written and, every checkEvery bytes, enforces the
-// size bound.
-func (s *Store) wrote(ctx context.Context, n int) {
+// wrote counts n bytes written and, every checkEvery bytes, has the
+// bounds enforced (in the background).
+func (s *Store) wrote(_ context.Context, n int) {
 	s.mu.Lock()
 	s.sinceCheck += int64(n)
 	due := s.sinceCheck >= s.checkEvery
@@ -409,7 +438,15 @@ func (s *Store) wrote(ctx context.Context, n int) {
 	}
 	s.mu.Unlock()
 	if due {
-		s.enforce(ctx)
+		s.kickEnforce()
+	}
+}
+
+// kickEnforce asks the background goroutine to enforce the bounds.
+func (s *Store) kickEnforce() {
+	select {
+	case s.kick <- struct{}{}:
+	default: // already asked
 	}
 }
 
