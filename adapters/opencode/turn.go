@@ -417,7 +417,7 @@ func (s *session) putPart(t *turn, p *part, delta string) {
 		// API get the whole text when the part ends.
 		seq = s.publish("message.part.delta", map[string]any{"sessionID": s.id, "messageID": p.MessageID, "partID": p.ID, "field": "text", "delta": delta})
 	} else {
-		props := map[string]any{"part": json.RawMessage(b), "sessionID": s.id, "messageID": p.MessageID}
+		props := map[string]any{"part": json.RawMessage(b), "sessionID": s.id}
 		if delta != "" {
 			props["delta"] = delta
 		}
