@@ -350,6 +350,37 @@ func TestOpenCodeCLIRun(t *testing.T) {
 				t.Errorf("no completed tool in %s", out)
 			}
 		})
+		t.Run(which+"/loopback-only", func(t *testing.T) {
+			// Everything the CLI connects to is the daemon: no models.dev,
+			// no update check, no DNS (a sandbox has no internet).
+			strace, err := exec.LookPath("strace")
+			if err != nil {
+				t.Skip("strace is not on PATH")
+			}
+			trace := filepath.Join(t.TempDir(), "trace")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, strace, "-f", "-qq", "-e", "trace=connect", "-o", trace, bin, "run", "--attach", ours.URL+"/opencode", "--format", "json", "hello")
+			cmd.Env, cmd.Dir = openCodeEnv(t), t.TempDir()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			b, _ := os.ReadFile(trace)
+			port := ours.URL[strings.LastIndexByte(ours.URL, ':')+1:]
+			var inet int
+			for _, line := range strings.Split(string(b), "\n") {
+				if !strings.Contains(line, "AF_INET") {
+					continue
+				}
+				inet++
+				if !strings.Contains(line, `inet_addr("127.0.0.1")`) || !strings.Contains(line, "htons("+port+")") {
+					t.Errorf("the CLI connected elsewhere than the daemon: %s", line)
+				}
+			}
+			if inet == 0 {
+				t.Errorf("no connection traced:\n%s", b)
+			}
+		})
 		t.Run(which+"/reference", func(t *testing.T) {
 			out, _ := runCLI(t, bin, ref, "--format", "json", "hello there")
 			if got := textEvents(out); len(got) != 0 {
@@ -507,5 +538,48 @@ func TestOpenCodeCommand(t *testing.T) {
 	out, err = run("--opencode-bin", "no-such-opencode")
 	if err == nil || !strings.Contains(out, "not on PATH") {
 		t.Errorf("without opencode: %v %s", err, out)
+	}
+}
+
+// TestOpenCodeTUI: OpenCode's TUI ("opencode attach") under tmux, a 1.2
+// release and the newest: a prompt typed, the mock's reply on the screen.
+func TestOpenCodeTUI(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("the TUI test needs tmux on PATH (Debian: apt-get install tmux)")
+	}
+	d := openCodeDaemon(t, harness.Options{})
+	for _, which := range []string{"1.2", "latest"} {
+		t.Run(which, func(t *testing.T) {
+			bin := openCodeCLI(t, which)
+			sock := fmt.Sprintf("sa-e2e-%d-%s", os.Getpid(), strings.ReplaceAll(which, ".", ""))
+			tmux := func(args ...string) string {
+				out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
+				if err != nil && args[0] != "kill-server" {
+					t.Fatalf("tmux %v: %v %s", args, err, out)
+				}
+				return string(out)
+			}
+			var env []string
+			for _, kv := range openCodeEnv(t) {
+				if strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_") || strings.HasPrefix(kv, "OPENCODE_") {
+					env = append(env, kv)
+				}
+			}
+			shell := "env " + strings.Join(env, " ") + " " + bin + " attach " + d.URL + "/opencode"
+			tmux("new-session", "-d", "-x", "160", "-y", "45", shell)
+			t.Cleanup(func() { tmux("kill-server") })
+			screen := func() string { return tmux("capture-pane", "-p") }
+			waitScreen := func(what string) {
+				t.Helper()
+				if !harness.WaitUntil(60*time.Second, func() bool { return strings.Contains(screen(), what) }) {
+					t.Fatalf("%q never showed; the screen:\n%s", what, screen())
+				}
+			}
+			waitScreen("Ask anything")
+			tmux("send-keys", "hello tui")
+			waitScreen("hello tui")
+			tmux("send-keys", "Enter")
+			waitScreen("mock: hello tui")
+		})
 	}
 }
