@@ -372,7 +372,7 @@ func (s *session) abort() bool {
 // putMessage writes a message's info and publishes message.updated.
 // Called with s.mu held.
 func (s *session) putMessage(m *messageInfo) {
-	b, err := json.Marshal(m)
+	b, err := m.MarshalJSON()
 	if err != nil {
 		return
 	}
@@ -383,24 +383,36 @@ func (s *session) putMessage(m *messageInfo) {
 	}
 }
 
-// streamWhole is the size up to which a streamed part is written to the
-// store, and sent to clients, whole with each chunk.
+// streamWhole is the size up to which a streamed part goes to clients
+// whole with each chunk (message.part.updated with delta); past it, its
+// growth goes as deltas alone (message.part.delta, as OpenCode 1.2+
+// streams): resending the whole text with every chunk would cost the
+// square of its length. Clients of the older API get the whole text when
+// the part ends.
 const streamWhole = 64 << 10
 
-// putPart writes a part and publishes message.part.updated, with delta
-// when it streams text. A text part growing past streamWhole is written
-// every streamWhole bytes of growth (and when it closes), so a long
-// answer streamed in small chunks does not rewrite it whole each time.
-// Called with s.mu held.
+// persistEvery is how much a streamed part grows between writes to the
+// store (it is written at its first chunk and when it ends too): writing
+// it whole at every chunk would cost the square of its length. A listing
+// taken while it streams may be up to this far behind the events.
+const persistEvery = 4 << 10
+
+// putPart writes a part to the store and publishes it:
+// message.part.updated (with delta when it streams text), or
+// message.part.delta past streamWhole. Called with s.mu held.
 func (s *session) putPart(t *turn, p *part, delta string) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return
-	}
 	write := true
 	if delta != "" && t != nil {
-		if last := t.saved[p]; len(p.Text) > streamWhole && len(p.Text)-last < streamWhole {
+		if last, ok := t.saved[p]; ok && len(p.Text)-last < persistEvery {
 			write = false
+		}
+	}
+	whole := delta == "" || len(p.Text) <= streamWhole
+	var b []byte
+	if write || whole {
+		var err error
+		if b, err = p.MarshalJSON(); err != nil { // not json.Marshal: it would compact the result again
+			return
 		}
 	}
 	if write {
@@ -409,23 +421,41 @@ func (s *session) putPart(t *turn, p *part, delta string) {
 			t.saved[p] = len(p.Text)
 		}
 	}
-	var seq uint64
-	if delta != "" && len(p.Text) > streamWhole {
-		// Past streamWhole a part's growth goes out as deltas alone (as
-		// OpenCode 1.2+ streams it): resending the whole text with every
-		// chunk would cost the square of its length. Clients of the older
-		// API get the whole text when the part ends.
-		seq = s.publish("message.part.delta", map[string]any{"sessionID": s.id, "messageID": p.MessageID, "partID": p.ID, "field": "text", "delta": delta})
-	} else {
-		props := map[string]any{"part": json.RawMessage(b), "sessionID": s.id}
+	// The event is assembled from the part's JSON as marshalled once, not
+	// encoded again (json.Marshal would re-validate it).
+	var ev []byte
+	if whole {
+		ev = make([]byte, 0, len(b)+len(delta)+128)
+		ev = append(ev, `{"type":"message.part.updated","properties":{"part":`...)
+		ev = append(ev, b...)
+		ev = append(ev, `,"sessionID":`...)
+		ev = appendJSONString(ev, s.id)
 		if delta != "" {
-			props["delta"] = delta
+			ev = append(ev, `,"delta":`...)
+			ev = appendJSONString(ev, delta)
 		}
-		seq = s.publish("message.part.updated", props)
+	} else {
+		ev = make([]byte, 0, len(delta)+256)
+		ev = append(ev, `{"type":"message.part.delta","properties":{"sessionID":`...)
+		ev = appendJSONString(ev, s.id)
+		ev = append(ev, `,"messageID":`...)
+		ev = appendJSONString(ev, p.MessageID)
+		ev = append(ev, `,"partID":`...)
+		ev = appendJSONString(ev, p.ID)
+		ev = append(ev, `,"field":"text","delta":`...)
+		ev = appendJSONString(ev, delta)
 	}
+	ev = append(ev, "}}"...)
+	seq := s.a.bus.AppendTo(ev, s.info.Directory)
 	if t != nil {
 		t.lastSeq = seq
 	}
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
 }
 
 // closeOpen ends the part being streamed (time.end set, written whole).
