@@ -3,6 +3,7 @@ package opencode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,5 +65,32 @@ func BenchmarkStreamChunk(b *testing.B) {
 		if n++; n%500 == 0 { // a new answer every 500 chunks (20 KB)
 			newTurn()
 		}
+	}
+}
+
+// BenchmarkOpenStore is what the database adds to the daemon's start:
+// opening (and on first use creating) the file, then closing it.
+func BenchmarkOpenStore(b *testing.B) {
+	for _, existing := range []bool{false, true} {
+		name := "new"
+		if existing {
+			name = "existing"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			path := filepath.Join(dir, "bench.db")
+			i := 0
+			for b.Loop() {
+				if !existing {
+					i++
+					path = filepath.Join(dir, fmt.Sprint(i, ".db"))
+				}
+				s, err := OpenStore(context.Background(), StoreOptions{Path: path})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+			}
+		})
 	}
 }

@@ -73,7 +73,15 @@ func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances
 	case "memory":
 		path = ""
 	}
-	store, err := opencode.OpenStore(ctx, opencode.StoreOptions{Path: path, MaxBytes: o.maxDB, Retention: o.retention})
+	opts := opencode.StoreOptions{Path: path, MaxBytes: o.maxDB, Retention: o.retention}
+	store, err := opencode.OpenStore(ctx, opts)
+	if err != nil && o.db == "" {
+		// The default file cannot be opened (a read-only home, say): the
+		// daemon still serves, OpenCode's sessions in memory only.
+		log.Warn("opencode: cannot open the sessions database; keeping sessions in memory (they will not survive a restart); choose a file with --opencode-db", "path", path, "err", err)
+		opts.Path = ""
+		store, err = opencode.OpenStore(ctx, opts)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (choose another file with --opencode-db, or --no-opencode)", err)
 	}
