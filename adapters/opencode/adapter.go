@@ -281,3 +281,10 @@ func (b *budget) give(n int64) {
 	b.used -= n
 	b.mu.Unlock()
 }
+
+// inUse is the bytes held now.
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}

@@ -581,3 +581,31 @@ func TestQueuedPrompts(t *testing.T) {
 		t.Errorf("%d messages, want %d", len(list), 2*(maxQueued+1))
 	}
 }
+
+func TestBodiesInFlightAreBounded(t *testing.T) {
+	// A body larger than all bodies may hold together is refused as it
+	// arrives (503), not buffered.
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.InflightBytes = 4 << 10 }})
+	id := h.newSession()
+	code, b := h.do("POST", "/session/"+id+"/message", promptBody(strings.Repeat("x", 8<<10)))
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("%d %s, want 503", code, b)
+	}
+	if got := h.a.inflight.inUse(); got != 0 {
+		t.Errorf("%d bytes still charged", got)
+	}
+	if got := h.prompt(id, "small").text(); got != "echo: small" {
+		t.Errorf("a small prompt after: %q", got)
+	}
+}
+
+func TestPartTextIsBounded(t *testing.T) {
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.MaxPartBytes = 10 << 10 }})
+	m := h.prompt(h.newSession(), "big 50000")
+	if got := len(m.text()); got != 10<<10 {
+		t.Errorf("text of %d bytes, want the 10 KiB bound", got)
+	}
+	if m.Info["finish"] != "stop" {
+		t.Errorf("info %v", m.Info)
+	}
+}

@@ -48,7 +48,7 @@ func (a *Adapter) Describe(r *http.Request, body []byte, req *domain.AuthRequest
 		req.Action = domain.ActionACPStop
 	case r.Method == http.MethodPost && len(seg) == 3 && sessionID != "" && (seg[2] == "message" || seg[2] == "prompt_async" || seg[2] == "command"):
 		req.Action = domain.ActionACPSend
-		if prov := bodyProvider(body); prov != "" && !a.bound(sessionID) {
+		if prov := bodyProvider(body); prov != "" && !a.bound(r, sessionID) {
 			agent = prov // the first prompt of a session may choose its agent
 		}
 		if agent == "" {
@@ -69,36 +69,38 @@ func (a *Adapter) impliesInstall(req *domain.AuthRequest, agent string) {
 
 // agentOf is the agent of a session ("" for an unknown one).
 func (a *Adapter) agentOf(r *http.Request, id string) string {
-	a.mu.Lock()
-	s := a.sessions[id]
-	a.mu.Unlock()
-	if s != nil {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.agent
-	}
-	if !validClientID(id, "ses") {
+	s := a.describedSession(r, id)
+	if s == nil {
 		return ""
 	}
-	row, err := a.store.session(r.Context(), id)
-	if err != nil {
-		return ""
-	}
-	return row.Agent
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.agent
 }
 
 // bound reports whether a session has run an agent (so its agent is
-// fixed).
-func (a *Adapter) bound(id string) bool {
-	a.mu.Lock()
-	s := a.sessions[id]
-	a.mu.Unlock()
+// fixed); an unknown session counts as bound (nothing will run).
+func (a *Adapter) bound(r *http.Request, id string) bool {
+	s := a.describedSession(r, id)
 	if s == nil {
-		return true // a stored session: its agent is the stored one
+		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.acpID != "" || s.conn != nil
+}
+
+// describedSession is the runtime of session id, loaded from the store
+// when needed, or nil.
+func (a *Adapter) describedSession(r *http.Request, id string) *session {
+	if len(id) > 128 {
+		return nil
+	}
+	s, err := a.sessionFor(r.Context(), id)
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 // bodyProvider is model.providerID of a JSON body, or "". Prompts name
