@@ -212,6 +212,24 @@ func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r2)
 }
 
+// spawn runs fn in a goroutine Close waits for, unless the adapter is
+// closed (then it reports false and runs nothing): no goroutine starts
+// after Close has begun waiting.
+func (a *Adapter) spawn(fn func()) bool {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return false
+	}
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		fn()
+	}()
+	return true
+}
+
 // busy reports whether a session is running (or waiting to run) a turn:
 // the store never evicts it.
 func (a *Adapter) busy(id string) bool {

@@ -456,9 +456,7 @@ func (a *Adapter) cancelAsks(s *session, _ string) {
 			s.publish("question.rejected", map[string]any{"sessionID": s.id, "requestID": k.id})
 		}
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.spawn(func() {
 		for _, k := range mine {
 			if k.kind == "permission" {
 				k.conn.respond(a.ctx, k.rpcID, map[string]any{"outcome": map[string]string{"outcome": "cancelled"}}, nil)
@@ -466,5 +464,5 @@ func (a *Adapter) cancelAsks(s *session, _ string) {
 				k.conn.respond(a.ctx, k.rpcID, map[string]string{"action": "cancel"}, nil)
 			}
 		}
-	}()
+	})
 }

@@ -348,14 +348,15 @@ func (a *Adapter) promptAsync(w http.ResponseWriter, r *http.Request, s *session
 		release()
 		return errBusy
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	if !a.spawn(func() {
 		defer release()
 		if _, err := a.startTurn(a.ctx, s, in); err != nil {
 			s.publish("session.error", map[string]any{"sessionID": s.id, "error": &messageError{Name: "UnknownError", Data: messageErrorData{Message: errMessage(err)}}})
 		}
-	}()
+	}) {
+		release()
+		return errShuttingDown
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

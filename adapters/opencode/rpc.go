@@ -86,11 +86,11 @@ func (a *Adapter) dial(ctx context.Context, agent string) (*agentConn, error) {
 		pending: map[int64]chan rpcResult{}, sessions: map[string]*session{},
 		done: make(chan struct{}),
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		c.read()
-	}()
+	if !a.spawn(c.read) {
+		st.Close()
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, errShuttingDown
+	}
 	params := map[string]any{
 		"protocolVersion": 1,
 		"clientCapabilities": map[string]any{
@@ -372,11 +372,10 @@ func (c *agentConn) alive() bool {
 // stop deletes the agent's instance, in the background (it waits for the
 // process group to go); the reader ends when the instance's log closes.
 func (c *agentConn) stop() {
-	c.a.wg.Add(1)
-	go func() {
-		defer c.a.wg.Done()
+	// Once the adapter is closed the daemon stops every instance itself.
+	c.a.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c.conn.Close(ctx)
-	}()
+	})
 }

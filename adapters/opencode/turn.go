@@ -131,11 +131,9 @@ func (a *Adapter) startTurn(ctx context.Context, s *session, in *promptInput) (*
 		<-s.slot
 		return nil, err
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		s.run(t, in)
-	}()
+	if !a.spawn(func() { s.run(t, in) }) {
+		s.finish(t, "", errShuttingDown)
+	}
 	return t, nil
 }
 
