@@ -162,7 +162,7 @@ func TestOpenCodeSDK(t *testing.T) {
 	ref := referenceDaemon(t)
 	for _, c := range []struct{ sdk, api string }{{"1.2", "v1"}, {"1.2", "v2"}, {"latest", "v2"}} {
 		t.Run("ours/sdk-"+c.sdk+"/"+c.api, func(t *testing.T) {
-			r := runOpenCodeSDK(t, ours.URL, c.sdk, c.api, "test", "TOKEN=s3cret")
+			r := runOpenCodeSDK(t, ours.URL, c.sdk, c.api, "test", "TOKEN=s3cret", "PERMISSION_AGENT=test")
 			if len(r.Diffs) > 0 {
 				t.Errorf("shapes differ from native OpenCode's: %v", r.Diffs)
 			}
@@ -185,7 +185,7 @@ func TestOpenCodeSDK(t *testing.T) {
 				fmt.Sprint(tool["inputs"]) != `[{"command":"echo hi"}]` || tool["output"] != "hi" {
 				t.Errorf("tool: %v", tool)
 			}
-			if perm := flowOK(t, r, "permission"); perm["reply"] != "mock: permission selected allow" {
+			if perm := flowOK(t, r, "permission"); perm["reply"] != "permission: selected yes" {
 				t.Errorf("permission: %v", perm)
 			}
 			if c.api == "v2" {

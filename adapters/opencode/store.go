@@ -31,7 +31,10 @@ import (
 // in-memory database exists per connection); each call is one statement
 // or one short transaction.
 type Store struct {
-	db        *sql.DB
+	opts      StoreOptions
+	openOnce  sync.Once
+	openErr   error
+	db        *sql.DB // set by ready; nil until then
 	maxBytes  int64
 	retention time.Duration
 	now       func() time.Time
@@ -64,6 +67,10 @@ type StoreOptions struct {
 	Retention time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Fallback, when set, keeps the store in memory if the file cannot be
+	// opened, and is told why (the daemon's default file: a read-only home
+	// must not stop the daemon).
+	Fallback func(error)
 }
 
 // DefaultStoreMaxBytes is StoreOptions.MaxBytes's default.
@@ -101,20 +108,59 @@ CREATE TABLE IF NOT EXISTS todos (
 );
 `
 
-// OpenStore opens (creating if needed) the database at opts.Path.
-func OpenStore(ctx context.Context, opts StoreOptions) (*Store, error) {
+// NewStore returns a store that opens its database when first used, so a
+// daemon no OpenCode client talks to writes no file.
+func NewStore(opts StoreOptions) *Store {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultStoreMaxBytes
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	return &Store{opts: opts, maxBytes: opts.MaxBytes, retention: opts.Retention, now: opts.Now, checkEvery: min(opts.MaxBytes/64, 4<<20),
+		kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// OpenStore opens (creating if needed) the database at opts.Path now.
+func OpenStore(ctx context.Context, opts StoreOptions) (*Store, error) {
+	s := NewStore(opts)
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ready opens the database once, and starts the eviction goroutine.
+func (s *Store) ready() error {
+	s.openOnce.Do(func() {
+		select {
+		case <-s.done:
+			s.openErr = errors.New("the opencode database is closed")
+			return
+		default:
+		}
+		db, err := openDB(dbctx, s.opts.Path, s.opts.MaxBytes)
+		if err != nil && s.opts.Path != "" && s.opts.Fallback != nil {
+			s.opts.Fallback(err)
+			db, err = openDB(dbctx, "", s.opts.MaxBytes)
+		}
+		if err != nil {
+			s.openErr = err
+			return
+		}
+		s.db = db
+		go s.run()
+	})
+	return s.openErr
+}
+
+func openDB(ctx context.Context, path string, maxBytes int64) (*sql.DB, error) {
 	dsn := "file::memory:"
-	if opts.Path != "" {
-		if err := os.MkdirAll(filepath.Dir(opts.Path), 0o700); err != nil {
+	if path != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("opencode database directory: %w", err)
 		}
-		dsn = "file:" + (&url.URL{Path: opts.Path}).EscapedPath()
+		dsn = "file:" + (&url.URL{Path: path}).EscapedPath()
 	}
 	// WAL: a commit appends to the log without rewriting pages; NORMAL
 	// syncs at checkpoints, not at every commit (a power cut may lose the
@@ -124,7 +170,7 @@ func OpenStore(ctx context.Context, opts StoreOptions) (*Store, error) {
 	// 4 KiB): eviction keeps the pages in use under MaxBytes but never
 	// deletes a session running a turn, so one session alone cannot grow
 	// the file without end either. Writes past it fail, and are logged.
-	dsn += fmt.Sprintf("&_pragma=max_page_count(%d)", opts.MaxBytes*5/4/4096+64)
+	dsn += fmt.Sprintf("&_pragma=max_page_count(%d)", maxBytes*5/4/4096+64)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open opencode database: %w", err)
@@ -133,41 +179,42 @@ func OpenStore(ctx context.Context, opts StoreOptions) (*Store, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, maxBytes: opts.MaxBytes, retention: opts.Retention, now: opts.Now, checkEvery: min(opts.MaxBytes/64, 4<<20),
-		kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
-	if err := s.migrate(ctx); err != nil {
+	if err := migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, err
 	}
-	go s.run()
-	if opts.Path != "" {
+	if path != "" {
 		// Owner only: the database holds every prompt and answer.
-		_ = os.Chmod(opts.Path, 0o600)
+		_ = os.Chmod(path, 0o600)
 	}
-	return s, nil
+	return db, nil
 }
 
-func (s *Store) migrate(ctx context.Context) error {
+func migrate(ctx context.Context, db *sql.DB) error {
 	var v int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return fmt.Errorf("open opencode database: %w", err)
 	}
 	if v > schemaVersion {
 		return fmt.Errorf("the opencode database was written by a newer sandbox-agent (schema %d, this one knows %d)", v, schemaVersion)
 	}
-	if _, err := s.db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create opencode database: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 		return fmt.Errorf("create opencode database: %w", err)
 	}
 	return nil
 }
 
-// Close stops the eviction goroutine and closes the database. It is
-// idempotent.
+// Close stops the eviction goroutine and closes the database (if it was
+// ever opened). It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.done) })
+	s.openOnce.Do(func() { s.openErr = errors.New("the opencode database is closed") })
+	if s.db == nil {
+		return nil
+	}
 	<-s.stopped
 	return s.db.Close()
 }
@@ -198,6 +245,9 @@ var errNoSession = errors.New("session not found")
 
 // putSession inserts or replaces a session's row.
 func (s *Store) putSession(ctx context.Context, id string, r storedSession) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(id, agent, acp_session, directory, updated, info) VALUES(?,?,?,?,?,?)
 		ON CONFLICT(id) DO UPDATE SET agent=excluded.agent, acp_session=excluded.acp_session,
 		directory=excluded.directory, updated=excluded.updated, info=excluded.info`,
@@ -208,6 +258,9 @@ func (s *Store) putSession(ctx context.Context, id string, r storedSession) erro
 
 // session reads one session's row (errNoSession if there is none).
 func (s *Store) session(ctx context.Context, id string) (storedSession, error) {
+	if err := s.ready(); err != nil {
+		return storedSession{}, err
+	}
 	var r storedSession
 	err := s.db.QueryRowContext(ctx, "SELECT agent, acp_session, directory, updated, info FROM sessions WHERE id = ?", id).
 		Scan(&r.Agent, &r.ACPSession, &r.Directory, &r.Updated, &r.Info)
@@ -227,6 +280,9 @@ type sessionQuery struct {
 
 // listSessions returns sessions' info, most recently updated first.
 func (s *Store) listSessions(ctx context.Context, q sessionQuery) ([][]byte, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	query := "SELECT info FROM sessions WHERE updated >= ?"
 	args := []any{q.Start}
 	if q.Directory != "" {
@@ -264,6 +320,9 @@ func (s *Store) deleteSession(ctx context.Context, id string) error {
 }
 
 func (s *Store) deleteSessions(ctx context.Context, ids []string) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -286,6 +345,9 @@ func (s *Store) deleteSessions(ctx context.Context, ids []string) error {
 
 // putMessage inserts or replaces a message's info.
 func (s *Store) putMessage(ctx context.Context, sessionID, id string, info []byte) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO messages(session_id, id, info) VALUES(?,?,?)
 		ON CONFLICT(session_id, id) DO UPDATE SET info=excluded.info`, sessionID, id, info)
 	s.wrote(ctx, len(info))
@@ -294,6 +356,9 @@ func (s *Store) putMessage(ctx context.Context, sessionID, id string, info []byt
 
 // hasMessage reports whether a session has a message of this id.
 func (s *Store) hasMessage(ctx context.Context, sessionID, id string) (bool, error) {
+	if err := s.ready(); err != nil {
+		return false, err
+	}
 	var n int
 	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM messages WHERE session_id = ? AND id = ?", sessionID, id).Scan(&n)
 	return n > 0, err
@@ -301,6 +366,9 @@ func (s *Store) hasMessage(ctx context.Context, sessionID, id string) (bool, err
 
 // putPart inserts or replaces a part.
 func (s *Store) putPart(ctx context.Context, sessionID, messageID, id string, data []byte) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO parts(session_id, message_id, id, data) VALUES(?,?,?,?)
 		ON CONFLICT(session_id, message_id, id) DO UPDATE SET data=excluded.data`, sessionID, messageID, id, data)
 	s.wrote(ctx, len(data))
@@ -319,6 +387,9 @@ type storedMessage struct {
 // when limit > 0. The order is the rows' (rowid), not the ids': a client
 // may choose ids of its own.
 func (s *Store) messages(ctx context.Context, sessionID string, limit int) ([]storedMessage, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	if limit <= 0 {
 		limit = -1 // no LIMIT
 	}
@@ -370,6 +441,9 @@ func (s *Store) messages(ctx context.Context, sessionID string, limit int) ([]st
 
 // message returns one message with its parts.
 func (s *Store) message(ctx context.Context, sessionID, id string) (storedMessage, bool, error) {
+	if err := s.ready(); err != nil {
+		return storedMessage{ID: id}, false, err
+	}
 	m := storedMessage{ID: id}
 	err := s.db.QueryRowContext(ctx, "SELECT info FROM messages WHERE session_id = ? AND id = ?", sessionID, id).Scan(&m.Info)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -395,6 +469,9 @@ func (s *Store) message(ctx context.Context, sessionID, id string) (storedMessag
 
 // putTodos replaces a session's todo list.
 func (s *Store) putTodos(ctx context.Context, sessionID string, data []byte) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO todos(session_id, data) VALUES(?,?)
 		ON CONFLICT(session_id) DO UPDATE SET data=excluded.data`, sessionID, data)
 	s.wrote(ctx, len(data))
@@ -403,6 +480,9 @@ func (s *Store) putTodos(ctx context.Context, sessionID string, data []byte) err
 
 // todos returns a session's todo list (nil when it has none).
 func (s *Store) todos(ctx context.Context, sessionID string) ([]byte, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	var b []byte
 	err := s.db.QueryRowContext(ctx, "SELECT data FROM todos WHERE session_id = ?", sessionID).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -414,6 +494,9 @@ func (s *Store) todos(ctx context.Context, sessionID string) ([]byte, error) {
 // usedBytes is the size of the pages in use (the file less its free
 // pages).
 func (s *Store) usedBytes(ctx context.Context) (int64, error) {
+	if err := s.ready(); err != nil {
+		return 0, err
+	}
 	var pages, free, size int64
 	if err := s.db.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
 		return 0, err
@@ -507,6 +590,9 @@ func keep(ids []string, busy func(string) bool) []string {
 }
 
 func (s *Store) sessionIDs(ctx context.Context, q string, args ...any) ([]string, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err

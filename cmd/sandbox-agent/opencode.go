@@ -74,16 +74,21 @@ func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances
 		path = ""
 	}
 	opts := opencode.StoreOptions{Path: path, MaxBytes: o.maxDB, Retention: o.retention}
-	store, err := opencode.OpenStore(ctx, opts)
-	if err != nil && o.db == "" {
-		// The default file cannot be opened (a read-only home, say): the
-		// daemon still serves, OpenCode's sessions in memory only.
-		log.Warn("opencode: cannot open the sessions database; keeping sessions in memory (they will not survive a restart); choose a file with --opencode-db", "path", path, "err", err)
-		opts.Path = ""
-		store, err = opencode.OpenStore(ctx, opts)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (choose another file with --opencode-db, or --no-opencode)", err)
+	var store *opencode.Store
+	if o.db == "" {
+		// The default file is opened when an OpenCode client first comes
+		// (a daemon none talks to writes nothing); if it cannot be (a
+		// read-only home, say), sessions are kept in memory.
+		opts.Fallback = func(err error) {
+			log.Warn("opencode: cannot open the sessions database; keeping sessions in memory (they will not survive a restart); choose a file with --opencode-db", "path", path, "err", err)
+		}
+		store = opencode.NewStore(opts)
+	} else {
+		// A file named on the command line must open: said at start.
+		var err error
+		if store, err = opencode.OpenStore(ctx, opts); err != nil {
+			return nil, nil, fmt.Errorf("%w (choose another file with --opencode-db, or --no-opencode)", err)
+		}
 	}
 	wd, err := os.Getwd()
 	if err != nil {

@@ -8,8 +8,8 @@
 // Env: BASE_URL (the daemon, without /opencode), TOKEN (optional, sent as
 // OpenCode's --password: HTTP Basic), SDK ("1.2" or "latest"), API ("v1"
 // or "v2"), AGENT (the provider of the flows that need more than the mock:
-// tool states with input and output, questions), MOCK (the provider of the
-// others). Prints one line "RESULT <json>" and exits 0 unless the SDK
+// tool states with input and output, questions), PERMISSION_AGENT (the
+// permission flow's, default MOCK), MOCK (the provider of the others). Prints one line "RESULT <json>" and exits 0 unless the SDK
 // itself failed to load.
 import { diffShape } from "./opencode-shapes.mjs";
 
@@ -17,6 +17,7 @@ const base = process.env.BASE_URL + "/opencode";
 const api = process.env.API || "v1";
 const agent = process.env.AGENT || "mock";
 const mock = process.env.MOCK || "mock";
+const permissionAgent = process.env.PERMISSION_AGENT || mock;
 const pkg = process.env.SDK === "latest" ? "opencode-sdk-latest" : "@opencode-ai/sdk";
 const mod = await import(api === "v2" ? `${pkg}/v2` : pkg);
 const headers = process.env.TOKEN ? { Authorization: "Basic " + Buffer.from("opencode:" + process.env.TOKEN).toString("base64") } : undefined;
@@ -151,7 +152,7 @@ await flow("tool", async () => {
 
 await flow("permission", async () => {
   const s = data(await call.create());
-  data(await call.promptAsync(s.id, "permission", mock));
+  data(await call.promptAsync(s.id, "permission", permissionAgent));
   const evs = await waitFor(s.id, (e) => e.type === "permission.asked" || e.type === "permission.updated", 20000, "permission event");
   const asked = evs[evs.length - 1];
   diff("event:" + asked.type, asked.properties);
