@@ -57,6 +57,10 @@ type Config struct {
 	// (default 120 s). Prompts have none: a turn lasts as long as the
 	// agent works.
 	RequestTimeout time.Duration
+	// AnswerDelay is how long a synchronous prompt's answer waits after
+	// the turn's events have been sent to the event streams (default
+	// 100 ms, negative for none; see settle).
+	AnswerDelay time.Duration
 	// AbortGrace is how long an aborted turn waits for the agent to end
 	// it (stopReason cancelled) before it is ended here (default 10 s).
 	AbortGrace time.Duration
@@ -100,6 +104,9 @@ func (c *Config) fill() {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 120 * time.Second
+	}
+	if c.AnswerDelay == 0 {
+		c.AnswerDelay = 100 * time.Millisecond
 	}
 	if c.AbortGrace <= 0 {
 		c.AbortGrace = 10 * time.Second

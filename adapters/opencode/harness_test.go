@@ -47,7 +47,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	runner := &porttest.FakeRunner{Agent: o.agent.run}
 	instances := acp.NewInstances(acp.Options{StopGrace: time.Second}, runner, porttest.LaunchAny)
-	cfg := Config{Instances: instances, Store: store, DefaultAgent: "fake", Directory: "/work", Version: "test"}
+	cfg := Config{Instances: instances, Store: store, DefaultAgent: "fake", Directory: "/work", Version: "test", AnswerDelay: -1}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}

@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -313,7 +314,7 @@ func (a *Adapter) promptSync(w http.ResponseWriter, r *http.Request, s *session)
 	case <-r.Context().Done():
 		return nil // the turn goes on; the client left
 	}
-	a.bus.WaitFlushed(r.Context(), t.lastSeq, time.Second)
+	a.settle(r.Context(), t)
 	msg := t.asst
 	if msg == nil {
 		msg = t.user
@@ -324,6 +325,24 @@ func (a *Adapter) promptSync(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	writeRaw(w, appendMessage(nil, m))
 	return nil
+}
+
+// settle waits, before a synchronous prompt is answered, until every
+// event stream open now has been sent the turn's events (the flush
+// barrier), then AnswerDelay more: OpenCode's CLI ("opencode run") exits
+// as soon as it has this answer, and drops what it has not yet printed
+// from its event stream, which it reads on another connection.
+func (a *Adapter) settle(ctx context.Context, t *turn) {
+	a.bus.WaitFlushed(ctx, t.lastSeq, time.Second)
+	if a.cfg.AnswerDelay <= 0 {
+		return
+	}
+	timer := time.NewTimer(a.cfg.AnswerDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }
 
 // promptAsync is POST /session/{id}/prompt_async: 204 at once; the turn
@@ -398,7 +417,7 @@ func (a *Adapter) command(w http.ResponseWriter, r *http.Request, s *session) er
 	case <-r.Context().Done():
 		return nil
 	}
-	a.bus.WaitFlushed(r.Context(), t.lastSeq, time.Second)
+	a.settle(r.Context(), t)
 	m, _, err := a.store.message(r.Context(), s.id, t.asst.ID)
 	if err != nil {
 		return err
