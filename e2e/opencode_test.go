@@ -565,7 +565,9 @@ func TestOpenCodeTUI(t *testing.T) {
 					env = append(env, kv)
 				}
 			}
-			shell := "env " + strings.Join(env, " ") + " " + bin + " attach " + d.URL + "/opencode"
+			// The pane outlives the TUI, so a TUI that exits leaves its last
+			// words and status on the screen for the failure message.
+			shell := "env " + strings.Join(env, " ") + " " + bin + " attach " + d.URL + "/opencode; echo TUI EXITED $?; sleep 600"
 			tmux("new-session", "-d", "-x", "160", "-y", "45", shell)
 			t.Cleanup(func() { tmux("kill-server") })
 			screen := func() string { return tmux("capture-pane", "-p") }
