@@ -35,6 +35,7 @@ type Store struct {
 	openOnce  sync.Once
 	openErr   error
 	db        *sql.DB // set by ready; nil until then
+	stmts     stmts   // the hot statements, prepared once (set by ready)
 	maxBytes  int64
 	retention time.Duration
 	now       func() time.Time
@@ -108,6 +109,43 @@ CREATE TABLE IF NOT EXISTS todos (
 );
 `
 
+// stmts are the statements run at every event, prepared once: SQLite
+// spends as long parsing a statement as running it.
+type stmts struct {
+	putSession, session, putMessage, hasMessage, putPart, putTodos *sql.Stmt
+}
+
+const (
+	sqlPutSession = `INSERT INTO sessions(id, agent, acp_session, directory, updated, info) VALUES(?,?,?,?,?,?)
+		ON CONFLICT(id) DO UPDATE SET agent=excluded.agent, acp_session=excluded.acp_session,
+		directory=excluded.directory, updated=excluded.updated, info=excluded.info`
+	sqlSession    = "SELECT agent, acp_session, directory, updated, info FROM sessions WHERE id = ?"
+	sqlPutMessage = `INSERT INTO messages(session_id, id, info) VALUES(?,?,?)
+		ON CONFLICT(session_id, id) DO UPDATE SET info=excluded.info`
+	sqlHasMessage = "SELECT count(*) FROM messages WHERE session_id = ? AND id = ?"
+	sqlPutPart    = `INSERT INTO parts(session_id, message_id, id, data) VALUES(?,?,?,?)
+		ON CONFLICT(session_id, message_id, id) DO UPDATE SET data=excluded.data`
+	sqlPutTodos = `INSERT INTO todos(session_id, data) VALUES(?,?)
+		ON CONFLICT(session_id) DO UPDATE SET data=excluded.data`
+)
+
+func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
+	var st stmts
+	for _, p := range []struct {
+		dst **sql.Stmt
+		q   string
+	}{
+		{&st.putSession, sqlPutSession}, {&st.session, sqlSession}, {&st.putMessage, sqlPutMessage},
+		{&st.hasMessage, sqlHasMessage}, {&st.putPart, sqlPutPart}, {&st.putTodos, sqlPutTodos},
+	} {
+		var err error
+		if *p.dst, err = db.PrepareContext(ctx, p.q); err != nil {
+			return st, fmt.Errorf("prepare opencode statements: %w", err)
+		}
+	}
+	return st, nil
+}
+
 // NewStore returns a store that opens its database when first used, so a
 // daemon no OpenCode client talks to writes no file.
 func NewStore(opts StoreOptions) *Store {
@@ -143,6 +181,11 @@ func (s *Store) ready() error {
 		if err != nil && s.opts.Path != "" && s.opts.Fallback != nil {
 			s.opts.Fallback(err)
 			db, err = openDB(dbctx, "", s.opts.MaxBytes)
+		}
+		if err == nil {
+			if s.stmts, err = prepare(dbctx, db); err != nil {
+				db.Close()
+			}
 		}
 		if err != nil {
 			s.openErr = err
@@ -248,10 +291,7 @@ func (s *Store) putSession(ctx context.Context, id string, r storedSession) erro
 	if err := s.ready(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(id, agent, acp_session, directory, updated, info) VALUES(?,?,?,?,?,?)
-		ON CONFLICT(id) DO UPDATE SET agent=excluded.agent, acp_session=excluded.acp_session,
-		directory=excluded.directory, updated=excluded.updated, info=excluded.info`,
-		id, r.Agent, r.ACPSession, r.Directory, r.Updated, r.Info)
+	_, err := s.stmts.putSession.ExecContext(ctx, id, r.Agent, r.ACPSession, r.Directory, r.Updated, r.Info)
 	s.wrote(ctx, len(r.Info))
 	return err
 }
@@ -262,8 +302,7 @@ func (s *Store) session(ctx context.Context, id string) (storedSession, error) {
 		return storedSession{}, err
 	}
 	var r storedSession
-	err := s.db.QueryRowContext(ctx, "SELECT agent, acp_session, directory, updated, info FROM sessions WHERE id = ?", id).
-		Scan(&r.Agent, &r.ACPSession, &r.Directory, &r.Updated, &r.Info)
+	err := s.stmts.session.QueryRowContext(ctx, id).Scan(&r.Agent, &r.ACPSession, &r.Directory, &r.Updated, &r.Info)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, errNoSession
 	}
@@ -348,8 +387,7 @@ func (s *Store) putMessage(ctx context.Context, sessionID, id string, info []byt
 	if err := s.ready(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO messages(session_id, id, info) VALUES(?,?,?)
-		ON CONFLICT(session_id, id) DO UPDATE SET info=excluded.info`, sessionID, id, info)
+	_, err := s.stmts.putMessage.ExecContext(ctx, sessionID, id, info)
 	s.wrote(ctx, len(info))
 	return err
 }
@@ -360,7 +398,7 @@ func (s *Store) hasMessage(ctx context.Context, sessionID, id string) (bool, err
 		return false, err
 	}
 	var n int
-	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM messages WHERE session_id = ? AND id = ?", sessionID, id).Scan(&n)
+	err := s.stmts.hasMessage.QueryRowContext(ctx, sessionID, id).Scan(&n)
 	return n > 0, err
 }
 
@@ -369,8 +407,7 @@ func (s *Store) putPart(ctx context.Context, sessionID, messageID, id string, da
 	if err := s.ready(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO parts(session_id, message_id, id, data) VALUES(?,?,?,?)
-		ON CONFLICT(session_id, message_id, id) DO UPDATE SET data=excluded.data`, sessionID, messageID, id, data)
+	_, err := s.stmts.putPart.ExecContext(ctx, sessionID, messageID, id, data)
 	s.wrote(ctx, len(data))
 	return err
 }
@@ -472,8 +509,7 @@ func (s *Store) putTodos(ctx context.Context, sessionID string, data []byte) err
 	if err := s.ready(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO todos(session_id, data) VALUES(?,?)
-		ON CONFLICT(session_id) DO UPDATE SET data=excluded.data`, sessionID, data)
+	_, err := s.stmts.putTodos.ExecContext(ctx, sessionID, data)
 	s.wrote(ctx, len(data))
 	return err
 }
