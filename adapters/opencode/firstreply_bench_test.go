@@ -10,10 +10,7 @@ import (
 // process (a scripted agent on pipes, the database on a file): from
 // prompt_async to the reply's first text on /event.
 func BenchmarkFirstReply(b *testing.B) {
-	t := &testing.T{}
-	_ = t
-	h := newHarness(&testing.T{}, harnessOptions{dbPath: tempDBB(b)})
-	defer h.close()
+	h := newHarness(b, harnessOptions{dbPath: b.TempDir() + "/bench.db"})
 	ev := h.events("/event")
 	id := h.newSession()
 	h.prompt(id, "warm")
@@ -33,5 +30,3 @@ func BenchmarkFirstReply(b *testing.B) {
 		ev.until("session.idle")
 	}
 }
-
-func tempDBB(b *testing.B) string { return b.TempDir() + "/bench.db" }

@@ -19,7 +19,7 @@ import (
 // harness is an adapter over real ACP instances whose agent is a
 // fakeAgent, served on a loopback test server.
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	a         *Adapter
 	store     *Store
 	instances *acp.Instances
@@ -35,7 +35,7 @@ type harnessOptions struct {
 	store  StoreOptions
 }
 
-func newHarness(t *testing.T, o harnessOptions) *harness {
+func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	if o.agent == nil {
 		o.agent = &fakeAgent{}
@@ -171,7 +171,7 @@ func (e sseEvent) prop(v any) {
 
 // stream reads an event stream.
 type stream struct {
-	t      *testing.T
+	t      testing.TB
 	events chan sseEvent
 	cancel context.CancelFunc
 }
