@@ -609,3 +609,23 @@ func TestPartTextIsBounded(t *testing.T) {
 		t.Errorf("info %v", m.Info)
 	}
 }
+
+func TestListingsAreBudgeted(t *testing.T) {
+	// A listing larger than the memory budget (its rows and the answer:
+	// twice their size) is refused (503), not built.
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.InflightBytes = 100 << 10 }})
+	id := h.newSession()
+	h.prompt(id, "big 30000")
+	h.prompt(id, "big 30000")
+	if code, b := h.do("GET", "/session/"+id+"/message", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("%d %.200s, want 503", code, b)
+	}
+	if got := h.a.inflight.inUse(); got != 0 {
+		t.Errorf("%d bytes still charged", got)
+	}
+	var last []wireMessage
+	h.ok("GET", "/session/"+id+"/message?limit=1", "", &last)
+	if len(last) != 1 || len(last[0].text()) != 30000 {
+		t.Errorf("limit=1: %d messages", len(last))
+	}
+}

@@ -412,25 +412,28 @@ func (a *Adapter) replyPermission(k *ask, reply string) {
 			break
 		}
 	}
-	k.conn.respond(a.ctx, k.rpcID, map[string]any{"outcome": outcome}, nil)
+	// Published before the agent hears it, so the event comes before
+	// anything the agent does next.
 	k.s.publish("permission.replied", map[string]any{
 		"sessionID": k.s.id, "requestID": k.id, "reply": reply, "permissionID": k.id, "response": reply,
 	})
+	k.conn.respond(a.ctx, k.rpcID, map[string]any{"outcome": outcome}, nil)
 }
 
 // replyQuestion answers a question with the labels chosen per question.
 func (a *Adapter) replyQuestion(k *ask, answers [][]string) {
-	k.conn.respond(a.ctx, k.rpcID, map[string]any{"action": "accept", "content": k.content(answers)}, nil)
+	content := k.content(answers)
 	if answers == nil {
 		answers = [][]string{}
 	}
 	k.s.publish("question.replied", map[string]any{"sessionID": k.s.id, "requestID": k.id, "answers": answers})
+	k.conn.respond(a.ctx, k.rpcID, map[string]any{"action": "accept", "content": content}, nil)
 }
 
 // rejectQuestion declines a question.
 func (a *Adapter) rejectQuestion(k *ask) {
-	k.conn.respond(a.ctx, k.rpcID, map[string]string{"action": "decline"}, nil)
 	k.s.publish("question.rejected", map[string]any{"sessionID": k.s.id, "requestID": k.id})
+	k.conn.respond(a.ctx, k.rpcID, map[string]string{"action": "decline"}, nil)
 }
 
 // cancelAsks answers every pending ask of s as cancelled (the turn ended

@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -107,9 +108,12 @@ func (a *Adapter) listSessions(w http.ResponseWriter, r *http.Request) error {
 			return errBadRequest("limit must be a non-negative integer")
 		}
 	}
+	take, release := a.listBudget()
+	defer release()
+	sq.Take = take
 	rows, err := a.store.listSessions(r.Context(), sq)
 	if err != nil {
-		return err
+		return a.listError(err)
 	}
 	writeRaw(w, joinJSON(rows))
 	return nil
@@ -236,9 +240,11 @@ func (a *Adapter) listMessages(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 		limit = n
 	}
-	msgs, err := a.store.messages(r.Context(), s.id, limit)
+	take, release := a.listBudget()
+	defer release()
+	msgs, err := a.store.messages(r.Context(), s.id, limit, take)
 	if err != nil {
-		return err
+		return a.listError(err)
 	}
 	var b []byte
 	b = append(b, '[')
@@ -263,6 +269,28 @@ func (a *Adapter) getMessage(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	writeRaw(w, appendMessage(nil, m))
 	return nil
+}
+
+// listBudget charges a listing's rows to the in-flight budget (the one
+// request bodies share), twice over: the rows, then the answer made of
+// them. release gives it all back.
+func (a *Adapter) listBudget() (take func(int) bool, release func()) {
+	var held int64
+	take = func(n int) bool {
+		if !a.inflight.take(2 * int64(n)) {
+			return false
+		}
+		held += 2 * int64(n)
+		return true
+	}
+	return take, func() { a.inflight.give(held); held = 0 }
+}
+
+func (a *Adapter) listError(err error) error {
+	if errors.Is(err, errListTooLarge) {
+		return errUnavailable("the listing is larger than the memory the daemon has free for it now; ask for fewer (limit) or retry later")
+	}
+	return err
 }
 
 // appendMessage writes {"info":…,"parts":[…]} from stored JSON.

@@ -315,7 +315,14 @@ type sessionQuery struct {
 	Start     int64  // only sessions updated at or after this time (ms)
 	Search    string // title contains this (case-insensitive)
 	Limit     int    // at most this many (0: no limit)
+	// Take, when set, is asked for every row's bytes before it is kept;
+	// false ends the listing with errListTooLarge (the caller's memory
+	// budget).
+	Take func(n int) bool
 }
+
+// errListTooLarge ends a listing its caller's budget has no room for.
+var errListTooLarge = errors.New("the listing does not fit the memory budget")
 
 // listSessions returns sessions' info, most recently updated first.
 func (s *Store) listSessions(ctx context.Context, q sessionQuery) ([][]byte, error) {
@@ -347,6 +354,9 @@ func (s *Store) listSessions(ctx context.Context, q sessionQuery) ([][]byte, err
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return nil, err
+		}
+		if q.Take != nil && !q.Take(len(b)) {
+			return nil, errListTooLarge
 		}
 		out = append(out, b)
 	}
@@ -423,7 +433,10 @@ type storedMessage struct {
 // (oldest first), each with its parts in theirs: the last limit messages
 // when limit > 0. The order is the rows' (rowid), not the ids': a client
 // may choose ids of its own.
-func (s *Store) messages(ctx context.Context, sessionID string, limit int) ([]storedMessage, error) {
+//
+// take, when not nil, is asked for every row's bytes before it is kept;
+// false ends the listing with errListTooLarge.
+func (s *Store) messages(ctx context.Context, sessionID string, limit int, take func(int) bool) ([]storedMessage, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
@@ -440,6 +453,10 @@ func (s *Store) messages(ctx context.Context, sessionID string, limit int) ([]st
 		if err := rows.Scan(&m.ID, &m.Info); err != nil {
 			rows.Close()
 			return nil, err
+		}
+		if take != nil && !take(len(m.Info)) {
+			rows.Close()
+			return nil, errListTooLarge
 		}
 		out = append(out, m)
 	}
@@ -468,6 +485,9 @@ func (s *Store) messages(ctx context.Context, sessionID string, limit int) ([]st
 		var data []byte
 		if err := prows.Scan(&mid, &data); err != nil {
 			return nil, err
+		}
+		if take != nil && !take(len(data)) {
+			return nil, errListTooLarge
 		}
 		if i, ok := index[mid]; ok {
 			out[i].Parts = append(out[i].Parts, data)

@@ -62,7 +62,7 @@ func TestStoreEvictsTheLeastRecentlyUpdatedSessions(t *testing.T) {
 		t.Errorf("the newest session is gone: %v", err)
 	}
 	for _, id := range evicted {
-		if m, _ := s.messages(ctx, id, 0); len(m) != 0 {
+		if m, _ := s.messages(ctx, id, 0, nil); len(m) != 0 {
 			t.Errorf("messages of evicted %s remain", id)
 		}
 	}
