@@ -569,7 +569,17 @@ func TestOpenCodeTUI(t *testing.T) {
 			// words and status on the screen for the failure message.
 			shell := "env " + strings.Join(env, " ") + " " + bin + " attach " + d.URL + "/opencode; echo TUI EXITED $?; sleep 600"
 			tmux("new-session", "-d", "-x", "160", "-y", "45", shell)
-			t.Cleanup(func() { tmux("kill-server") })
+			t.Cleanup(func() {
+				// The pane's processes are gone before the test's temporary
+				// directories are removed (the TUI writes its state there
+				// until it exits): SIGKILL to the pane's process group, which
+				// tmux makes its own, then wait for it.
+				if pid, err := strconv.Atoi(strings.TrimSpace(tmux("display-message", "-p", "#{pane_pid}"))); err == nil && pid > 0 {
+					_ = syscall.Kill(-pid, syscall.SIGKILL)
+					harness.WaitUntil(10*time.Second, func() bool { return syscall.Kill(-pid, 0) != nil })
+				}
+				tmux("kill-server")
+			})
 			screen := func() string { return tmux("capture-pane", "-p") }
 			waitScreen := func(what string) {
 				t.Helper()
