@@ -151,6 +151,11 @@ var ioStdlib = []string{
 	"io/ioutil", "runtime/cgo", "runtime/debug", "crypto/rand",
 }
 
+// inboundAdapters are the adapters that drive the use cases (and so may
+// import app): the daemon's HTTP API, and OpenCode's API, which httpapi
+// mounts without importing it.
+var inboundAdapters = map[string]bool{"adapters/httpapi": true, "adapters/opencode": true}
+
 // Third-party modules by the name the table uses.
 const (
 	afero  = "github.com/spf13/afero"
@@ -244,7 +249,7 @@ func layers(mod string) []layer {
 			},
 		},
 		{
-			name:  "each adapter imports no other adapter and no extension; only httpapi imports app",
+			name:  "each adapter imports no other adapter and no extension; only the inbound adapters (httpapi, opencode) import app",
 			match: func(dir string) bool { return under(dir, "adapters") },
 			rule: func(dir, imp string, _ bool) string {
 				rel, ok := internal(imp)
@@ -260,8 +265,8 @@ func layers(mod string) []layer {
 					return "adapters never import extensions"
 				case under(rel, "cmd"):
 					return "adapters never import the composition root"
-				case under(rel, "app") && self != "adapters/httpapi":
-					return "only the inbound adapter httpapi imports app"
+				case under(rel, "app") && !inboundAdapters[self]:
+					return "only the inbound adapters (httpapi, opencode) import app"
 				}
 				return ""
 			},
@@ -413,6 +418,10 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"adapters/httpapi", mod + "/app/files", true, true},
 		{"adapters/httpapi", mod + "/adapters/inspector", false, false},
 		{"adapters/httpapi", mod + "/ports/porttest", true, true},
+		{"adapters/opencode", mod + "/app/acp", false, true},
+		{"adapters/opencode", mod + "/adapters/httpapi", false, false},
+		{"adapters/httpapi", mod + "/adapters/opencode", false, false},
+		{"adapters/npm", mod + "/app/acp", false, false},
 		{"adapters/httpclient", mod + "/app", false, false},
 		{"adapters/httpclient", mod + "/domain", false, true},
 		{"extensions/wasmpolicy", mod + "/app", false, false},

@@ -73,10 +73,10 @@ type Action string
 const (
 	ActionHealthRead    Action = "health.read"    // GET /v1/health
 	ActionMetricsRead   Action = "metrics.read"   // GET /metrics
-	ActionACPStart      Action = "acp.start"      // POST that starts an instance (a new server id)
-	ActionACPSend       Action = "acp.send"       // POST to an existing instance
-	ActionACPRead       Action = "acp.read"       // event stream, instance list, stderr tail
-	ActionACPStop       Action = "acp.stop"       // DELETE an instance
+	ActionACPStart      Action = "acp.start"      // POST that starts an instance (a new server id); creating an OpenCode session
+	ActionACPSend       Action = "acp.send"       // POST to an existing instance; an OpenCode prompt, reply or change
+	ActionACPRead       Action = "acp.read"       // event stream, instance list, stderr tail; OpenCode's GETs
+	ActionACPStop       Action = "acp.stop"       // DELETE an instance; deleting an OpenCode session
 	ActionAgentRead     Action = "agent.read"     // list and describe agents
 	ActionAgentInstall  Action = "agent.install"  // explicit install, or implied by acp.start
 	ActionFSRead        Action = "fs.read"        // entries, file, stat

@@ -89,6 +89,9 @@ type Config struct {
 	// ConnLimit, when set, counts HTTP/2 streams against the connection
 	// limit its Listener enforces (--max-conns).
 	ConnLimit *ConnLimit
+	// OpenCode, when set, serves OpenCode's API at /opencode (see
+	// opencode.go).
+	OpenCode OpenCode
 
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
@@ -221,6 +224,9 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 	}
 	if cfg.Processes != nil {
 		registerProcesses(api, cfg)
+	}
+	if cfg.OpenCode != nil {
+		mountOpenCode(mux, cfg)
 	}
 	if cfg.UI != nil {
 		mux.Handle("GET /ui/", cfg.UI)

@@ -81,6 +81,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := f.limits.validate(); err != nil {
 		return usagef("%v", err)
 	}
+	if err := f.opencode.validate(); err != nil {
+		return usagef("%v", err)
+	}
 	f.limits.setMemoryLimit(log)
 	f.limits.warnFDs(log)
 	// The daemon's own secrets: what it reads its credentials and policies
@@ -133,6 +136,12 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	}
 	defer stopPolicies()
 
+	catalog := newCatalog(agents, instances, ra)
+	openCode, stopOpenCode, err := newOpenCode(ctx, &f.opencode, instances, catalog, f.maxACPBody, log)
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
 	if err != nil {
 		return listenError(err)
@@ -156,7 +165,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		MaxUpload:    f.maxUpload,
 		UI:           inspector.Handler(),
 		Docs:         inspector.Docs(),
-		Catalog:      newCatalog(agents, instances, ra),
+		Catalog:      catalog,
 		Authorizer:   authz,
 		Processes:    procSvc,
 		Reloads:      reloads,
@@ -165,6 +174,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		HealthPublic:       f.auth.healthPublic,
 		TokenHeader:        f.auth.tokenHeader,
 		StreamWriteTimeout: f.streamWrite,
+	}
+	if openCode != nil {
+		httpCfg.OpenCode = openCode
 	}
 	f.limits.applyHTTP(&httpCfg)
 	connLimit := f.limits.connLimit()
@@ -211,6 +223,10 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		stopProcesses(pctx, procSvc, log)
 		close(procsStopped)
 	}()
+	// OpenCode's event streams end now; its database closes once the
+	// server's requests are done (below).
+	openCodeStopped := make(chan struct{})
+	go func() { stopOpenCode(sctx); close(openCodeStopped) }()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
 	if err := <-stopped; err != nil {
@@ -225,6 +241,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	case <-time.After(500 * time.Millisecond):
 	}
 	srv.Close()
+	<-openCodeStopped
 	log.Info("stopped")
 	return nil
 }

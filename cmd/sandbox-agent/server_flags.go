@@ -44,6 +44,7 @@ type serverFlags struct {
 	policy                            policyFlags
 	limits                            limitFlags
 	auth                              authFlags
+	opencode                          openCodeFlags
 	tokenFromEnv                      bool // token came from SANDBOX_AGENT_TOKEN
 }
 
@@ -85,6 +86,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	f.policy.register(fs)
 	f.limits.register(fs)
 	f.auth.register(fs)
+	f.opencode.register(fs)
 }
 
 // applyEnv fills what comes from the environment when the flag is not

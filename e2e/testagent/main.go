@@ -23,6 +23,9 @@
 //
 // Stdin lines are read without a length limit.
 //
+// With -acp [STATE_DIR] it is a scripted ACP agent instead (acp.go), for
+// the OpenCode tests.
+//
 // With -http ADDR it is instead a bare HTTP echo server (it prints
 // "listening <addr>" and answers every request with its body): the
 // benchmarks' baseline for a loopback HTTP round trip to another process.
@@ -68,6 +71,14 @@ func main() {
 			os.Exit(2)
 		}
 		serveProxy(os.Args[2], procs, os.Args[4:])
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "-acp" {
+		dir := ""
+		if len(os.Args) >= 3 {
+			dir = os.Args[2]
+		}
+		serveACP(dir)
 		return
 	}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)

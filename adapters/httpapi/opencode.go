@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+// OpenCode is OpenCode's HTTP API (adapters/opencode), mounted at
+// /opencode behind the same auth chain, browser guards and CORS as every
+// route. It describes its own requests: Describe fills in the action and
+// the agent of one (body is the request body when policies are to see
+// it, else nil).
+type OpenCode interface {
+	http.Handler
+	Describe(r *http.Request, body []byte, req *domain.AuthRequest)
+}
+
+// openCodeRoute names every /opencode request to the policies: one route
+// and operation id, the action telling them apart.
+const (
+	openCodeRoute = "/opencode/*"
+	openCodeOpID  = "opencode"
+)
+
+// mountOpenCode serves /opencode: OpenCode's Basic credentials read as
+// the bearer token, then the chain (with policies, after the body is
+// read, bounded by --max-acp-body and --inflight-bytes, so they see which
+// agent a prompt runs), then the adapter.
+func mountOpenCode(mux *http.ServeMux, cfg *Config) {
+	oc := cfg.OpenCode
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		basicAsBearer(r)
+		var body []byte
+		if cfg.chain.HasPolicies() && r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			b, charged, err := readCharged(r, cfg.MaxACPBody, cfg.inflight)
+			defer cfg.inflight.give(charged)
+			if err != nil {
+				writeProblem(w, problemFor(r.Context(), err))
+				return
+			}
+			body = b
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		req := cfg.authRequest(r, r.Method, openCodeRoute, openCodeOpID)
+		oc.Describe(r, body, &req)
+		ctx, err := authorize(r.Context(), cfg, req)
+		if err != nil {
+			writeAuthProblem(w, ctx, err)
+			return
+		}
+		oc.ServeHTTP(w, r.WithContext(ctx))
+	})
+	mux.Handle("/opencode/", h)
+	mux.Handle("/opencode", h)
+}
+
+// basicAsBearer reads HTTP Basic credentials, as OpenCode's CLI sends its
+// --password (user "opencode" or $OPENCODE_SERVER_USERNAME; any user is
+// accepted), as the bearer token, so the chain checks one thing.
+func basicAsBearer(r *http.Request) {
+	v := r.Header.Get("Authorization")
+	if len(v) < 6 || !strings.EqualFold(v[:6], "basic ") {
+		return
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v[6:]))
+	if err != nil {
+		return
+	}
+	if _, pass, ok := strings.Cut(string(dec), ":"); ok {
+		r.Header.Set("Authorization", "Bearer "+pass)
+	}
+}
