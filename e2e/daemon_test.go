@@ -124,7 +124,7 @@ func TestDaemonLifecycle(t *testing.T) {
 	if res.code != 0 || pidOf(t, res.stdout) != pid || !strings.HasPrefix(res.stdout, "daemon already running") {
 		t.Fatalf("second start: %+v", res)
 	}
-	if n := len(proc.ExeUnder(r.bins)); n != 1 {
+	if n := len(servers(proc.ExeUnder(r.bins))); n != 1 {
 		t.Errorf("%d daemons after two starts", n)
 	}
 
@@ -356,4 +356,17 @@ func TestCompatCLIFlags(t *testing.T) {
 			t.Errorf("%q: defaults differ from the reference's 127.0.0.1:2468:\n%s", cmd, got.stdout)
 		}
 	}
+}
+
+// servers are the pids running "sandbox-agent server": a daemon, not the
+// process supervisor each daemon starts from the same binary.
+func servers(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if args := strings.Split(string(b), "\x00"); err == nil && len(args) > 1 && args[1] == "server" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -501,11 +501,29 @@ func TestFaultManyConnections(t *testing.T) {
 		d := harness.Start(t, harness.Options{Args: []string{"--max-conns", "20", "--log-level", "info"}})
 		addr := strings.TrimPrefix(d.URL, "http://")
 		http.DefaultClient.CloseIdleConnections()
+		// Each held connection is known to be counted: it was answered
+		// (kept alive). A 503 means a slot was still taken by a connection
+		// closed client-side whose end the daemon had not seen yet (the
+		// harness's own): dial again.
 		var held []net.Conn
-		for range 20 {
+		for len(held) < 20 {
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
+			}
+			fmt.Fprintf(c, "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("held connection %d: %v", len(held), err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			_ = c.SetReadDeadline(time.Time{})
+			if resp.StatusCode == 503 {
+				c.Close()
+				time.Sleep(10 * time.Millisecond)
+				continue
 			}
 			held = append(held, c)
 		}

@@ -504,13 +504,12 @@ func TestOpenCodeCommand(t *testing.T) {
 	env := append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"), "XDG_DATA_HOME="+filepath.Join(home, "data"),
 		"PATH="+bin+":/usr/bin:/bin", "SANDBOX_AGENT_TOKEN=tok", "SANDBOX_AGENT_ACP_REGISTRY_URL=http://127.0.0.1:9/registry.json")
 	t.Cleanup(func() {
-		// The daemon it started runs in its own session: stop it by its pid file.
-		b, err := os.ReadFile(filepath.Join(home, "state", "sandbox-agent", "daemon-127.0.0.1-"+port+".pid"))
-		if err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGTERM)
-				harness.WaitUntil(10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
-			}
+		// The daemon it started runs in its own session, as "daemon start"
+		// leaves one: "daemon stop" stops it.
+		stop := exec.Command(harness.Binary, "daemon", "stop", "--port", port)
+		stop.Env = env
+		if out, err := stop.CombinedOutput(); err != nil {
+			t.Errorf("daemon stop: %v\n%s", err, out)
 		}
 	})
 	run := func(args ...string) (string, error) {

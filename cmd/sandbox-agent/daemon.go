@@ -100,7 +100,7 @@ func (f *daemonFlags) resolveToken(fs *pflag.FlagSet) (token, source string, err
 // daemonFor builds the daemon of the flags' address. The token goes to the
 // health check; start also hands it to the daemon (tokenSource: "flag" or
 // "env" through its environment, "file" as --token-file).
-func (f *daemonFlags) daemonFor(c *cobra.Command, token, tokenSource string) (*daemon.Daemon, error) {
+func (f *daemonFlags) daemonFor(progress io.Writer, token, tokenSource string) (*daemon.Daemon, error) {
 	port, err := strconv.Atoi(f.port)
 	if err != nil || port < 1 || port > 65535 {
 		return nil, usagef("--port must be 1 to 65535 (a background daemon needs a fixed port), got %q", f.port)
@@ -134,7 +134,7 @@ func (f *daemonFlags) daemonFor(c *cobra.Command, token, tokenSource string) (*d
 		Env:        env,
 		Dir:        home,
 		Health:     healthCheck(client),
-		Progress:   c.ErrOrStderr(),
+		Progress:   progress,
 		StartLimit: f.startLimit,
 		StopLimit:  f.stopLimit,
 	})
@@ -202,7 +202,7 @@ every local user can read it.`,
 			if err != nil {
 				return err
 			}
-			d, err := f.daemonFor(c, token, source)
+			d, err := f.daemonFor(c.ErrOrStderr(), token, source)
 			if err != nil {
 				return err
 			}
@@ -259,7 +259,7 @@ error (exit status 0). A stale pid file (its process gone, or its pid now
 another process's) is removed without signalling anything.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			d, err := f.daemonFor(c, "", "")
+			d, err := f.daemonFor(c.ErrOrStderr(), "", "")
 			if err != nil {
 				return err
 			}
@@ -304,7 +304,7 @@ nothing (a stale pid file is removed by the next start or stop).`,
 			if err != nil {
 				return err
 			}
-			d, err := f.daemonFor(c, token, "")
+			d, err := f.daemonFor(c.ErrOrStderr(), token, "")
 			if err != nil {
 				return err
 			}

@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -119,7 +117,7 @@ func ensureDaemon(ctx context.Context, base string, f *openCodeCmdFlags, stderr 
 	case err == nil:
 		return fmt.Errorf("%s answers %d to /v1/health: is it a sandbox-agent daemon?", base, status)
 	default:
-		if err := startDaemon(ctx, base, f, stderr); err != nil {
+		if err := startDaemon(ctx, f, stderr); err != nil {
 			return err
 		}
 	}
@@ -149,54 +147,24 @@ func probe(ctx context.Context, url, token string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// startDaemon runs "sandbox-agent server" in the background and waits
-// for it to answer.
-func startDaemon(ctx context.Context, base string, f *openCodeCmdFlags, stderr io.Writer) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-	dir := stateDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
-	name := "daemon-" + strings.NewReplacer(":", "_", "/", "_").Replace(f.host) + "-" + f.port
-	logPath := filepath.Join(dir, name+".log")
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("daemon log: %w", err)
-	}
-	defer log.Close()
-	cmd := exec.Command(self, "server", "--host", f.host, "--port", f.port, "--log-format", "json")
-	cmd.Env = os.Environ()
+// startDaemon starts the daemon in the background as "sandbox-agent
+// daemon start" does (detached, its pid file and log under the XDG state
+// directory, the token in its environment), and waits for it to answer.
+func startDaemon(ctx context.Context, f *openCodeCmdFlags, stderr io.Writer) error {
+	source := ""
 	if f.token != "" {
-		cmd.Env = append(cmd.Env, "SANDBOX_AGENT_TOKEN="+f.token)
+		source = "flag"
 	}
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the daemon: %w", err)
+	df := &daemonFlags{host: f.host, port: f.port}
+	d, err := df.daemonFor(stderr, f.token, source)
+	if err != nil {
+		return err
 	}
-	_ = os.WriteFile(filepath.Join(dir, name+".pid"), []byte(fmt.Sprintln(cmd.Process.Pid)), 0o600)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	fmt.Fprintf(stderr, "sandbox-agent: started a daemon at %s (pid %d, log %s)\n", base, cmd.Process.Pid, logPath)
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if status, err := probe(ctx, base+"/v1/health", f.token); err == nil && status == http.StatusOK {
-			return nil
-		}
-		select {
-		case err := <-exited:
-			return fmt.Errorf("the daemon exited at start (%v); see %s", err, logPath)
-		case <-deadline.C:
-			return fmt.Errorf("the daemon did not answer within 30 s; see %s", logPath)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	res, err := d.Start(ctx, false)
+	if err != nil {
+		return err
 	}
+	fmt.Fprintf(stderr, "sandbox-agent: started a daemon at %s (pid %d, log %s; stop it with sandbox-agent daemon stop --host %s --port %s)\n",
+		d.URL(), res.State.Record.PID, d.Files().Log, f.host, f.port)
+	return nil
 }
