@@ -15,6 +15,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -505,4 +506,31 @@ func hasFile(p *srcPackage, name string) bool {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// rootEntries is what may sit at the top of the repository: the layout of
+// ARCHITECTURE.md, the files every Go module and this project's tooling
+// need, and docs/ (the pages the README links to). Anything else (a built
+// binary, a scratch file) is a mistake the README would have to explain.
+var rootEntries = map[string]bool{
+	"domain": true, "ports": true, "adapters": true, "app": true, "extensions": true, "cmd": true, "e2e": true,
+	"go.mod": true, "go.sum": true, "justfile": true, "README.md": true, "ARCHITECTURE.md": true,
+	"arch_test.go": true, ".ci": true, "docs": true,
+}
+
+// TestRootEntries: every file git tracks lies under an entry the layout
+// allows at the root.
+func TestRootEntries(t *testing.T) {
+	out, err := exec.Command("git", "ls-files").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		top, _, _ := strings.Cut(f, "/")
+		if !rootEntries[top] && !seen[top] {
+			seen[top] = true
+			t.Errorf("%q at the repository's root: not in the layout (ARCHITECTURE.md); move it, delete it, or add it there with its reason", top)
+		}
+	}
 }
