@@ -74,7 +74,7 @@ func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, metri
 		agent:      agent,
 		createdAt:  now,
 		proc:       proc,
-		log:        newPooledLog(pool, opts.ReplayBytes),
+		log:        newPooledLog(pool, opts.ReplayBytes, opts.Spill, spillFailed(opts.Logger, id)),
 		pool:       pool,
 		onExit:     onExit,
 		opts:       opts,
@@ -136,7 +136,7 @@ func (in *instance) readStdout() {
 			_, _ = io.Copy(io.Discard, r)
 			return
 		}
-		var line []byte
+		line, owned := chunk, false // ReadSlice's buffer: the log copies what it keeps
 		switch {
 		case err == bufio.ErrBufferFull:
 			chunks = append(chunks, append([]byte(nil), chunk...))
@@ -146,23 +146,29 @@ func (in *instance) readStdout() {
 			for _, c := range chunks {
 				line = append(line, c...)
 			}
-			line = append(line, chunk...)
-			chunks, n = nil, 0
-		default:
-			line = append([]byte(nil), chunk...) // ReadSlice's buffer is reused
-			n = 0
+			line, owned = append(line, chunk...), true
+			chunks = nil
 		}
+		n = 0
 		// The log charges what it keeps; the assembly's charge goes back
 		// first, so the two never count twice.
 		in.pool.Release(charged)
 		charged = 0
-		in.handleLine(line)
+		in.handleLine(line, owned)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				in.logger.Debug("agent stdout closed", "err", err)
 			}
 			return
 		}
+	}
+}
+
+// spillFailed is what an instance's log says when its spill file fails:
+// once, since the log goes on in memory.
+func spillFailed(log *slog.Logger, id string) func(error) {
+	return func(err error) {
+		log.Warn("replay spill file failed; this instance keeps its replay in memory from now on", "server_id", id, "err", err)
 	}
 }
 
@@ -178,7 +184,11 @@ func (in *instance) stopForOutput(msg, key string, limit int64) {
 	}()
 }
 
-func (in *instance) handleLine(line []byte) {
+// handleLine appends one line of stdout to the log and hands a response
+// to its waiting POST. line is stdout's buffer unless owned (a line
+// assembled from chunks, given to the log as it is): what outlives this
+// call is the log's stored copy.
+func (in *instance) handleLine(line []byte, owned bool) {
 	// Trim the line ending (LF, CRLF) and surrounding blanks.
 	end := len(line)
 	for end > 0 && (line[end-1] == '\n' || line[end-1] == '\r' || line[end-1] == ' ' || line[end-1] == '\t') {
@@ -199,7 +209,7 @@ func (in *instance) handleLine(line []byte) {
 		return
 	}
 	if err != nil {
-		in.log.Append(line)
+		in.log.appendLine(line, "", owned, false)
 		return
 	}
 	var p *pendingRequest
@@ -218,12 +228,12 @@ func (in *instance) handleLine(line []byte) {
 		// (the Go client, "sandbox-agent acp") got their round trip 20-30
 		// µs shorter; the POST's answer is no later (its flush barrier
 		// waits for the events before this one, not for this one).
-		seq := in.log.AppendQuiet(line, in.routes.streamOf(f, p))
-		p.ch <- pendingResult{seq: seq, data: line}
+		seq, stored := in.log.appendLine(line, in.routes.streamOf(f, p), owned, true)
+		p.ch <- pendingResult{seq: seq, data: stored}
 		in.log.Wake()
 		return
 	}
-	in.log.AppendTo(line, in.routes.streamOf(f, p))
+	in.log.appendLine(line, in.routes.streamOf(f, p), owned, false)
 	if f.Kind == domain.FrameResponse {
 		in.metrics.lateResponse()
 	}

@@ -224,6 +224,7 @@ func acpOptions(f *serverFlags, log *slog.Logger) (acp.Options, error) {
 	opts := acp.DefaultOptions()
 	opts.Logger = log
 	opts.ReplayBytes = f.replayBytes
+	opts.Spill = replaySpill(f.replayDir, log)
 	opts.MaxFrameBytes = f.maxFrame
 	opts.StopGrace = f.stopGrace
 	opts.WriteTimeout = f.stdinWriteTimeout

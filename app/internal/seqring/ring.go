@@ -72,6 +72,29 @@ func (r *Ring[T]) Free(want int64) int64 {
 	return before - r.bytes
 }
 
+// At is the kept item numbered seq (Oldest() <= seq < Next()).
+func (r *Ring[T]) At(seq uint64) *T { return &r.items[r.head+int(seq-r.Oldest())] }
+
+// Front is the oldest kept item, if any.
+func (r *Ring[T]) Front() (*T, bool) {
+	if r.Len() == 0 {
+		return nil, false
+	}
+	return &r.items[r.head], true
+}
+
+// DropWhile drops the oldest items while drop says so, and returns the
+// bytes freed.
+func (r *Ring[T]) DropWhile(drop func(*T) bool) int64 {
+	before := r.bytes
+	n := 0
+	for n < r.Len() && drop(&r.items[r.head+n]) {
+		n++
+	}
+	r.drop(n)
+	return before - r.bytes
+}
+
 // Reset drops every item and releases the storage; numbering goes on.
 func (r *Ring[T]) Reset() {
 	r.drop(r.Len())
