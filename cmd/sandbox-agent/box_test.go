@@ -81,9 +81,9 @@ func TestReadBox(t *testing.T) {
 			"sys/fs/cgroup/memory/x/memory.limit_in_bytes": "402653184\n",
 		}, 384 << 20, "cgroup v1 /sys/fs/cgroup/memory/x/memory.limit_in_bytes"},
 		{"a mount point with a space", map[string]string{
-			"proc/self/cgroup":    "0::/s\n",
-			"proc/self/mountinfo": "30 23 0:26 / /sys/fs/my\\040cgroup rw - cgroup2 cgroup2 rw\n",
-			"proc/meminfo":        meminfo,
+			"proc/self/cgroup":              "0::/s\n",
+			"proc/self/mountinfo":           "30 23 0:26 / /sys/fs/my\\040cgroup rw - cgroup2 cgroup2 rw\n",
+			"proc/meminfo":                  meminfo,
 			"sys/fs/my cgroup/s/memory.max": "134217728",
 		}, 128 << 20, "cgroup v2 /sys/fs/my cgroup/s/memory.max"},
 		{"no cgroup files", map[string]string{"proc/meminfo": meminfo}, phys, "physical memory (/proc/meminfo)"},
