@@ -29,12 +29,13 @@ type Event struct {
 	Stream string
 }
 
-// slot is what the log keeps per event besides its payload: where the
-// payload is in the spool, its length, and its stream (an index into the
-// log's stream names, which an event would otherwise hold a string header
-// for). Sixteen bytes, within eventOverhead.
+// slot is what the log keeps per event besides its payload: the payload's
+// length and its stream (an index into the log's stream names, which an
+// event would otherwise hold a string header for). Eight bytes, within
+// eventOverhead. Where a payload is in the spool follows from the lengths:
+// kept payloads are contiguous, the newest ending at the spool's head (see
+// oldestPos and Cursor.posOf).
 type slot struct {
-	pos    int64
 	n      uint32
 	stream uint32
 }
@@ -136,9 +137,8 @@ func (l *EventLog) appendTo(data []byte, stream string, owned, wake bool) (uint6
 			c.held = ev
 		}
 	} else {
-		pos, stored := l.spool.Append(data, owned)
-		data = stored
-		l.ring.Push(slot{pos: pos, n: uint32(len(data)), stream: l.streamIndex(stream)})
+		_, data = l.spool.Append(data, owned)
+		l.ring.Push(slot{n: uint32(len(data)), stream: l.streamIndex(stream)})
 		l.ring.Trim(l.max, 0)
 		l.dropSpool()
 	}
@@ -176,12 +176,29 @@ func (l *EventLog) streamIndex(stream string) uint32 {
 }
 
 // dropSpool tells the spool which payloads the kept events still need.
-func (l *EventLog) dropSpool() {
-	if s, ok := l.ring.Front(); ok {
-		l.spool.Drop(s.pos)
-	} else {
-		l.spool.Drop(l.spool.Head())
+func (l *EventLog) dropSpool() { l.spool.Drop(l.oldestPos()) }
+
+// oldestPos is where the oldest kept payload starts: the kept payloads end
+// at the spool's head, and each event costs its length plus eventOverhead.
+func (l *EventLog) oldestPos() int64 {
+	return l.spool.Head() - (l.ring.Bytes() - eventOverhead*int64(l.ring.Len()))
+}
+
+// posOf is where event seq's payload starts (oldest <= seq < next),
+// summing lengths from the nearer end of the log.
+func (l *EventLog) posOf(seq uint64) int64 {
+	if seq-l.ring.Oldest() <= l.ring.Next()-seq {
+		pos := l.oldestPos()
+		for s := l.ring.Oldest(); s < seq; s++ {
+			pos += int64(l.ring.At(s).n)
+		}
+		return pos
 	}
+	pos := l.spool.Head()
+	for s := l.ring.Next() - 1; s >= seq; s-- {
+		pos -= int64(l.ring.At(s).n)
+	}
+	return pos
 }
 
 // flush writes the spool's full segments to its file, without the lock:
@@ -269,6 +286,10 @@ type Cursor struct {
 	// the events Read returned alias it until the next Read.
 	spilled []byte
 	waiter  seqring.Waiter
+	// pos is where event posSeq's payload starts, as far as the last Read
+	// knew: the next event's, found without a walk while it is kept.
+	pos    int64
+	posSeq uint64
 }
 
 // Subscribe registers a reader. With after == nil it starts at the oldest
@@ -358,18 +379,24 @@ func (c *Cursor) poll(buf []Event, max int) ([]Event, *Gap, bool, error) {
 			l.mu.Unlock()
 			return buf, nil, false, nil
 		}
+		if c.posSeq != c.next {
+			c.pos, c.posSeq = l.posOf(c.next), c.next
+		}
 		first := l.ring.At(c.next)
-		if _, inMemory := l.spool.Slice(first.pos, int(first.n)); inMemory {
+		if _, inMemory := l.spool.Slice(c.pos, int(first.n)); inMemory {
 			// At the head of the log: the events alias its memory.
+			pos := c.pos
 			for seq := c.next; seq < l.ring.Next() && len(buf) < max; seq++ {
 				s := l.ring.At(seq)
-				data, ok := l.spool.Slice(s.pos, int(s.n))
+				data, ok := l.spool.Slice(pos, int(s.n))
 				if !ok {
 					break
 				}
 				buf = append(buf, Event{Seq: seq, Data: data, Stream: l.streams[s.stream]})
+				pos += int64(s.n)
 			}
 			c.next = buf[len(buf)-1].Seq + 1
+			c.pos, c.posSeq = pos, c.next
 			l.mu.Unlock()
 			c.spilled = nil // caught up: the copy goes
 			return buf, nil, true, nil
@@ -377,16 +404,16 @@ func (c *Cursor) poll(buf []Event, max int) ([]Event, *Gap, bool, error) {
 		// Behind, in the file: a run of consecutive payloads is read back
 		// without the lock, then kept only if none of them was evicted
 		// meanwhile (an evicted position may be rewritten or given back).
-		from, to, start, end := c.next, c.next, first.pos, first.pos+int64(first.n)
+		from, to, start, end := c.next, c.next, c.pos, c.pos+int64(first.n)
 		for seq := c.next + 1; seq < l.ring.Next() && int(seq-from) < max; seq++ {
 			s := l.ring.At(seq)
 			if end-start+int64(s.n) > readBatch {
 				break
 			}
-			if _, inMemory := l.spool.Slice(s.pos, int(s.n)); inMemory {
+			if _, inMemory := l.spool.Slice(end, int(s.n)); inMemory {
 				break
 			}
-			to, end = seq, s.pos+int64(s.n)
+			to, end = seq, end+int64(s.n)
 		}
 		file := l.spool.Reader()
 		l.mu.Unlock()
@@ -404,19 +431,25 @@ func (c *Cursor) poll(buf []Event, max int) ([]Event, *Gap, bool, error) {
 			// The file lost what it held: those events are gone, and the
 			// reader is told so by a gap.
 			lost := l.spool.Lose(err)
-			freed := l.ring.DropWhile(func(s *slot) bool { return s.pos < lost })
+			pos := l.oldestPos()
+			freed := l.ring.DropWhile(func(s *slot) bool {
+				pos += int64(s.n)
+				return pos-int64(s.n) < lost
+			})
 			l.dropSpool()
 			l.size.Store(l.ring.Bytes())
 			l.mu.Unlock()
 			l.pool.Add(-freed)
 			continue
 		}
+		off := int64(0)
 		for seq := from; seq <= to; seq++ {
 			s := l.ring.At(seq)
-			off := s.pos - start
 			buf = append(buf, Event{Seq: seq, Data: c.spilled[off : off+int64(s.n) : off+int64(s.n)], Stream: l.streams[s.stream]})
+			off += int64(s.n)
 		}
 		c.next = to + 1
+		c.pos, c.posSeq = end, c.next
 		l.mu.Unlock()
 		return buf, nil, true, nil
 	}
