@@ -36,10 +36,12 @@ type instance struct {
 	gen       uint64  // set once, when listed (Instances.mu), before anyone else sees it
 
 	writeMu  sync.Mutex
-	writeErr error // set once stdin is unusable
+	writeErr error  // set once stdin is unusable
+	wbuf     []byte // a frame and its newline, written at once; reused under writeMu
 
 	mu      sync.Mutex
 	pending map[string]*pendingRequest
+	free    []*pendingRequest // recycled, for synchronous POSTs
 	exited  bool
 	status  domain.ExitStatus
 
@@ -59,6 +61,45 @@ type pendingRequest struct {
 	async   bool
 	session string             // the ACP session of the POST that carried it
 	ch      chan pendingResult // buffered 1; exactly one send
+	timer   *time.Timer        // the request timeout, reused with the request
+}
+
+// maxFreePending bounds an instance's recycled pending requests.
+const maxFreePending = 16
+
+// newPending returns a pending request for a synchronous POST, recycled
+// with its channel and timer when the instance has one: a round trip then
+// allocates none of them. (Per instance, not a sync.Pool: channels and
+// timers stay with the instance that made them, as testing/synctest
+// requires of its bubbles.)
+func (in *instance) newPending(id []byte, session string) *pendingRequest {
+	in.mu.Lock()
+	var p *pendingRequest
+	if n := len(in.free); n > 0 {
+		p, in.free[n-1] = in.free[n-1], nil
+		in.free = in.free[:n-1]
+	}
+	in.mu.Unlock()
+	if p == nil {
+		p = &pendingRequest{ch: make(chan pendingResult, 1)}
+	}
+	p.id, p.session = id, session
+	return p
+}
+
+// recycle keeps p for the next synchronous POST. The caller guarantees
+// that nothing can send to p.ch any more (its one send, if any, was
+// received, or p was taken out of the table by its own POST).
+func (in *instance) recycle(p *pendingRequest) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	*p = pendingRequest{ch: p.ch, timer: p.timer}
+	in.mu.Lock()
+	if len(in.free) < maxFreePending {
+		in.free = append(in.free, p)
+	}
+	in.mu.Unlock()
 }
 
 type pendingResult struct {
@@ -309,8 +350,8 @@ func (in *instance) write(data []byte) error {
 	}
 	var err error
 	if len(data) < 64<<10 {
-		buf := make([]byte, 0, len(data)+1)
-		_, err = w.Write(append(append(buf, data...), '\n'))
+		in.wbuf = append(append(in.wbuf[:0], data...), '\n')
+		_, err = w.Write(in.wbuf)
 	} else if _, err = w.Write(data); err == nil {
 		_, err = w.Write([]byte{'\n'})
 	}
@@ -352,7 +393,14 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 		return nil, in.write(f.Data)
 	}
 	key := f.IDKey()
-	p := &pendingRequest{id: f.ID, async: async || in.opts.AsyncMethods[f.Method], session: session, ch: make(chan pendingResult, 1)}
+	async = async || in.opts.AsyncMethods[f.Method]
+	var p *pendingRequest
+	if async {
+		// Answered on the stream, whenever: never recycled.
+		p = &pendingRequest{id: f.ID, async: true, session: session, ch: make(chan pendingResult, 1)}
+	} else {
+		p = in.newPending(f.ID, session)
+	}
 	in.mu.Lock()
 	if in.exited {
 		in.mu.Unlock()
@@ -375,12 +423,16 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 
 	var timeout <-chan time.Time
 	if in.opts.RequestTimeout > 0 {
-		t := time.NewTimer(in.opts.RequestTimeout)
-		defer t.Stop()
-		timeout = t.C
+		if p.timer == nil {
+			p.timer = time.NewTimer(in.opts.RequestTimeout)
+		} else {
+			p.timer.Reset(in.opts.RequestTimeout)
+		}
+		timeout = p.timer.C
 	}
 	select {
 	case r := <-p.ch:
+		in.recycle(p)
 		if r.err != nil {
 			return nil, r.err
 		}
@@ -398,13 +450,18 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 }
 
 // forget drops a pending request that will not be waited for; its response,
-// if it ever comes, still goes to the stream.
+// if it ever comes, still goes to the stream. A synchronous request taken
+// out of the table here can receive nothing more, and is recycled.
 func (in *instance) forget(key string, p *pendingRequest) {
 	in.mu.Lock()
-	if in.pending[key] == p {
+	mine := in.pending[key] == p
+	if mine {
 		delete(in.pending, key)
 	}
 	in.mu.Unlock()
+	if mine && !p.async {
+		in.recycle(p)
+	}
 }
 
 // stop ends the instance: streams end, the process group is stopped (SIGTERM,
