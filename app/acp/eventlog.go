@@ -113,11 +113,17 @@ func (l *EventLog) appendLine(data []byte, stream string, owned, quiet bool) (ui
 	return l.appendTo(data, stream, owned, !quiet)
 }
 
-// Wake wakes every waiting reader (after a quiet append).
+// Wake wakes every waiting reader (after a quiet append), and writes what
+// the quiet append left for the spill file: the caller readied what came
+// first without waiting for the disk.
 func (l *EventLog) Wake() {
 	l.mu.Lock()
 	l.wake.Notify()
+	job, flush := l.spool.TakeFlush()
 	l.mu.Unlock()
+	if flush {
+		l.flush(job)
+	}
 }
 
 func (l *EventLog) appendTo(data []byte, stream string, owned, wake bool) (uint64, []byte) {
@@ -147,7 +153,11 @@ func (l *EventLog) appendTo(data []byte, stream string, owned, wake bool) (uint6
 		l.wake.Notify()
 	}
 	delta := l.ring.Bytes() - before
-	job, flush := l.spool.TakeFlush()
+	var job seqring.FlushJob
+	var flush bool
+	if wake {
+		job, flush = l.spool.TakeFlush()
+	}
 	l.mu.Unlock()
 	l.pool.Add(delta)
 	if flush {
