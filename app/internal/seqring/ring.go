@@ -6,7 +6,7 @@ import "reflect"
 // fixed blocks, so a ring holds at most one partly used block beyond its
 // items (a slice grown by doubling would hold up to twice them, and copy
 // them all on each growth), and an emptied block is freed at once.
-const blockBytes = 4 << 10
+const blockBytes = 1 << 10
 
 // Ring holds consecutively numbered items, oldest first, and the sum of
 // their costs. Sequence numbers start at 1 and never repeat. Kept items are

@@ -12,7 +12,7 @@ const (
 	// minSegment and maxSegment bound a spool's memory segments: a log
 	// starts small and doubles its segment each time one fills, so a quiet
 	// log holds a few KiB and a busy one writes its file 64 KiB at a time.
-	minSegment = 4 << 10
+	minSegment = 1 << 10
 	maxSegment = 64 << 10
 	// discardBatch is how much file storage, no longer needed, is given
 	// back at once (a hole punched), so that a steady stream costs one
