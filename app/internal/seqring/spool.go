@@ -62,6 +62,7 @@ type Spool struct {
 	discarded int64           // with a file: storage below this position was given back
 	low       int64           // positions below this are no longer needed
 	segSize   int             // size of the next segment
+	segMax    int             // the largest segment: maxSegment, or the log's size if smaller
 	failed    bool            // the file failed: memory only from now on
 	noDiscard bool            // the file cannot punch holes
 }
@@ -78,7 +79,8 @@ func (s segment) end() int64 { return s.pos + int64(len(s.b)) }
 // onError, if set, is told when the file fails (the spool goes on in
 // memory).
 func NewSpool(spill ports.Spill, size int64, onError func(error)) Spool {
-	return Spool{spill: spill, size: size, onError: onError, segSize: minSegment}
+	segMax := int(min(max(size, minSegment), maxSegment)) // a small log needs no large segment
+	return Spool{spill: spill, size: size, onError: onError, segSize: minSegment, segMax: segMax}
 }
 
 // Head is the position the next Append takes.
@@ -107,7 +109,7 @@ func (s *Spool) Append(p []byte, owned bool) (pos int64, stored []byte) {
 	if len(p) > cap(s.tail)-len(s.tail) {
 		s.seal()
 		s.tail = make([]byte, 0, max(s.segSize, len(p)))
-		s.segSize = min(2*s.segSize, maxSegment)
+		s.segSize = min(2*s.segSize, s.segMax)
 	}
 	s.tail = append(s.tail, p...)
 	s.head += int64(len(p))
@@ -330,7 +332,7 @@ func (s *Spool) Reset() {
 	}
 	clear(s.mem)
 	clear(s.big)
-	*s = Spool{spill: s.spill, size: s.size, onError: s.onError, segSize: minSegment, head: s.head, low: s.head, flushed: s.head}
+	*s = Spool{spill: s.spill, size: s.size, onError: s.onError, segSize: minSegment, segMax: s.segMax, head: s.head, low: s.head, flushed: s.head}
 }
 
 // Memory is what the spool holds in memory, in bytes (segments at their
