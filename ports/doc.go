@@ -19,5 +19,6 @@
 // that cannot block on a FIFO) and the free space of a filesystem
 // (DiskSpace), all implemented by adapters/fsys; secrets.go the daemon's
 // own secrets (Secrets), which app/files and app/processes refuse to
-// touch.
+// touch; spill.go the scratch files the ACP replay buffers keep their
+// older bytes in (Spill, SpillFile; adapters/fsys).
 package ports

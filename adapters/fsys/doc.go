@@ -13,7 +13,8 @@
 // filesystem API: Secrets (ports.Secrets: its credential and policy files
 // by device and inode, its /proc by resolving each path) and ReadRegular,
 // the one way the daemon reads the files it trusts (regular files only,
-// capped, time-bounded).
+// capped, time-bounded); and Spill (ports.Spill: unnamed scratch files in
+// --replay-dir for the older part of each ACP instance's replay).
 //
 // Every backend passes the contract suite in ports/porttest.
 package fsys

@@ -218,12 +218,31 @@ func metricsHandler(cfg *Config, m *httpMetrics) http.Handler {
 			snap = cfg.Instances.Metrics()
 		}
 		writeMetrics(bw, snap, m)
+		writeMemoryLimits(expo{bw}, cfg.MemoryLimits)
 		if cfg.Processes != nil {
 			writeProcessMetrics(expo{bw}, cfg.Processes.Metrics())
 		}
 		cfg.Reloads.write(expo{bw})
 		_ = bw.Flush()
 	})
+}
+
+// MemoryLimit is one memory figure of the daemon, in bytes, labelled by
+// what it is ("box", "share", "replay_total", ...).
+type MemoryLimit struct {
+	Limit string
+	Bytes int64
+}
+
+func writeMemoryLimits(e expo, limits []MemoryLimit) {
+	if len(limits) == 0 {
+		return
+	}
+	const name = "sandbox_agent_memory_limit_bytes"
+	e.family(name, "gauge", "The memory the daemon may use (box: its cgroup limit, else physical memory), its share of it, the budgets derived from it or given as flags, and the Go soft memory limit in force.")
+	for _, l := range limits {
+		e.sample(name, i64(l.Bytes), "limit", l.Limit)
+	}
 }
 
 // expo writes the text exposition format.

@@ -183,6 +183,21 @@ func TestMetricsReloads(t *testing.T) {
 	}
 }
 
+// The memory figures the daemon derived at start are gauges, one series
+// per figure.
+func TestMetricsMemoryLimits(t *testing.T) {
+	srv := metricsServer(t, Config{MemoryLimits: []MemoryLimit{{Limit: "box", Bytes: 512 << 20}, {Limit: "replay_total", Bytes: 48 << 20}}})
+	got := scrape(t, srv)
+	if got[`sandbox_agent_memory_limit_bytes{limit="box"}`] != 512<<20 || got[`sandbox_agent_memory_limit_bytes{limit="replay_total"}`] != 48<<20 {
+		t.Errorf("memory limits: %v", got)
+	}
+	for k := range scrape(t, metricsServer(t, Config{})) {
+		if strings.HasPrefix(k, "sandbox_agent_memory_limit_bytes") {
+			t.Errorf("a daemon without memory limits shows %s", k)
+		}
+	}
+}
+
 func TestMetricsToken(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -96,6 +96,10 @@ type Config struct {
 	// MetricsPublic serves GET /metrics without the bearer token even when
 	// one is set, for scrapers that cannot send it; see metrics.go.
 	MetricsPublic bool
+	// MemoryLimits are the memory figures the daemon derived at start
+	// (the box, its share, the budgets, the Go soft limit), shown on
+	// /metrics as sandbox_agent_memory_limit_bytes{limit}.
+	MemoryLimits []MemoryLimit
 
 	inflight *inflight    // set by fill
 	chain    *authz.Chain // built by New from the fields above

@@ -143,7 +143,7 @@ func TestEventLogBudget(t *testing.T) {
 func TestReplayPoolTotal(t *testing.T) {
 	const per = 100 + eventOverhead
 	p := seqring.NewPool(10 * per)
-	small, large := newPooledLog(p, 1<<20), newPooledLog(p, 1<<20)
+	small, large := newPooledLog(p, 1<<20, nil, nil), newPooledLog(p, 1<<20, nil, nil)
 	for range 3 {
 		small.Append(evt(100))
 	}

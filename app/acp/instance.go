@@ -36,10 +36,12 @@ type instance struct {
 	gen       uint64  // set once, when listed (Instances.mu), before anyone else sees it
 
 	writeMu  sync.Mutex
-	writeErr error // set once stdin is unusable
+	writeErr error  // set once stdin is unusable
+	wbuf     []byte // a frame and its newline, written at once; reused under writeMu
 
 	mu      sync.Mutex
 	pending map[string]*pendingRequest
+	free    []*pendingRequest // recycled, for synchronous POSTs
 	exited  bool
 	status  domain.ExitStatus
 
@@ -59,6 +61,45 @@ type pendingRequest struct {
 	async   bool
 	session string             // the ACP session of the POST that carried it
 	ch      chan pendingResult // buffered 1; exactly one send
+	timer   *time.Timer        // the request timeout, reused with the request
+}
+
+// maxFreePending bounds an instance's recycled pending requests.
+const maxFreePending = 16
+
+// newPending returns a pending request for a synchronous POST, recycled
+// with its channel and timer when the instance has one: a round trip then
+// allocates none of them. (Per instance, not a sync.Pool: channels and
+// timers stay with the instance that made them, as testing/synctest
+// requires of its bubbles.)
+func (in *instance) newPending(id []byte, session string) *pendingRequest {
+	in.mu.Lock()
+	var p *pendingRequest
+	if n := len(in.free); n > 0 {
+		p, in.free[n-1] = in.free[n-1], nil
+		in.free = in.free[:n-1]
+	}
+	in.mu.Unlock()
+	if p == nil {
+		p = &pendingRequest{ch: make(chan pendingResult, 1)}
+	}
+	p.id, p.session = id, session
+	return p
+}
+
+// recycle keeps p for the next synchronous POST. The caller guarantees
+// that nothing can send to p.ch any more (its one send, if any, was
+// received, or p was taken out of the table by its own POST).
+func (in *instance) recycle(p *pendingRequest) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	*p = pendingRequest{ch: p.ch, timer: p.timer}
+	in.mu.Lock()
+	if len(in.free) < maxFreePending {
+		in.free = append(in.free, p)
+	}
+	in.mu.Unlock()
 }
 
 type pendingResult struct {
@@ -74,7 +115,7 @@ func newInstance(id, agent string, proc ports.AgentProcess, opts *Options, metri
 		agent:      agent,
 		createdAt:  now,
 		proc:       proc,
-		log:        newPooledLog(pool, opts.ReplayBytes),
+		log:        newPooledLog(pool, opts.ReplayBytes, opts.Spill, spillFailed(opts.Logger, id)),
 		pool:       pool,
 		onExit:     onExit,
 		opts:       opts,
@@ -136,7 +177,7 @@ func (in *instance) readStdout() {
 			_, _ = io.Copy(io.Discard, r)
 			return
 		}
-		var line []byte
+		line, owned := chunk, false // ReadSlice's buffer: the log copies what it keeps
 		switch {
 		case err == bufio.ErrBufferFull:
 			chunks = append(chunks, append([]byte(nil), chunk...))
@@ -146,23 +187,29 @@ func (in *instance) readStdout() {
 			for _, c := range chunks {
 				line = append(line, c...)
 			}
-			line = append(line, chunk...)
-			chunks, n = nil, 0
-		default:
-			line = append([]byte(nil), chunk...) // ReadSlice's buffer is reused
-			n = 0
+			line, owned = append(line, chunk...), true
+			chunks = nil
 		}
+		n = 0
 		// The log charges what it keeps; the assembly's charge goes back
 		// first, so the two never count twice.
 		in.pool.Release(charged)
 		charged = 0
-		in.handleLine(line)
+		in.handleLine(line, owned)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				in.logger.Debug("agent stdout closed", "err", err)
 			}
 			return
 		}
+	}
+}
+
+// spillFailed is what an instance's log says when its spill file fails:
+// once, since the log goes on in memory.
+func spillFailed(log *slog.Logger, id string) func(error) {
+	return func(err error) {
+		log.Warn("replay spill file failed; this instance keeps its replay in memory from now on", "server_id", id, "err", err)
 	}
 }
 
@@ -178,7 +225,11 @@ func (in *instance) stopForOutput(msg, key string, limit int64) {
 	}()
 }
 
-func (in *instance) handleLine(line []byte) {
+// handleLine appends one line of stdout to the log and hands a response
+// to its waiting POST. line is stdout's buffer unless owned (a line
+// assembled from chunks, given to the log as it is): what outlives this
+// call is the log's stored copy.
+func (in *instance) handleLine(line []byte, owned bool) {
 	// Trim the line ending (LF, CRLF) and surrounding blanks.
 	end := len(line)
 	for end > 0 && (line[end-1] == '\n' || line[end-1] == '\r' || line[end-1] == ' ' || line[end-1] == '\t') {
@@ -199,7 +250,7 @@ func (in *instance) handleLine(line []byte) {
 		return
 	}
 	if err != nil {
-		in.log.Append(line)
+		in.log.appendLine(line, "", owned, false)
 		return
 	}
 	var p *pendingRequest
@@ -218,12 +269,12 @@ func (in *instance) handleLine(line []byte) {
 		// (the Go client, "sandbox-agent acp") got their round trip 20-30
 		// µs shorter; the POST's answer is no later (its flush barrier
 		// waits for the events before this one, not for this one).
-		seq := in.log.AppendQuiet(line, in.routes.streamOf(f, p))
-		p.ch <- pendingResult{seq: seq, data: line}
+		seq, stored := in.log.appendLine(line, in.routes.streamOf(f, p), owned, true)
+		p.ch <- pendingResult{seq: seq, data: stored}
 		in.log.Wake()
 		return
 	}
-	in.log.AppendTo(line, in.routes.streamOf(f, p))
+	in.log.appendLine(line, in.routes.streamOf(f, p), owned, false)
 	if f.Kind == domain.FrameResponse {
 		in.metrics.lateResponse()
 	}
@@ -299,8 +350,8 @@ func (in *instance) write(data []byte) error {
 	}
 	var err error
 	if len(data) < 64<<10 {
-		buf := make([]byte, 0, len(data)+1)
-		_, err = w.Write(append(append(buf, data...), '\n'))
+		in.wbuf = append(append(in.wbuf[:0], data...), '\n')
+		_, err = w.Write(in.wbuf)
 	} else if _, err = w.Write(data); err == nil {
 		_, err = w.Write([]byte{'\n'})
 	}
@@ -342,7 +393,14 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 		return nil, in.write(f.Data)
 	}
 	key := f.IDKey()
-	p := &pendingRequest{id: f.ID, async: async || in.opts.AsyncMethods[f.Method], session: session, ch: make(chan pendingResult, 1)}
+	async = async || in.opts.AsyncMethods[f.Method]
+	var p *pendingRequest
+	if async {
+		// Answered on the stream, whenever: never recycled.
+		p = &pendingRequest{id: f.ID, async: true, session: session, ch: make(chan pendingResult, 1)}
+	} else {
+		p = in.newPending(f.ID, session)
+	}
 	in.mu.Lock()
 	if in.exited {
 		in.mu.Unlock()
@@ -365,12 +423,16 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 
 	var timeout <-chan time.Time
 	if in.opts.RequestTimeout > 0 {
-		t := time.NewTimer(in.opts.RequestTimeout)
-		defer t.Stop()
-		timeout = t.C
+		if p.timer == nil {
+			p.timer = time.NewTimer(in.opts.RequestTimeout)
+		} else {
+			p.timer.Reset(in.opts.RequestTimeout)
+		}
+		timeout = p.timer.C
 	}
 	select {
 	case r := <-p.ch:
+		in.recycle(p)
 		if r.err != nil {
 			return nil, r.err
 		}
@@ -388,13 +450,18 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 }
 
 // forget drops a pending request that will not be waited for; its response,
-// if it ever comes, still goes to the stream.
+// if it ever comes, still goes to the stream. A synchronous request taken
+// out of the table here can receive nothing more, and is recycled.
 func (in *instance) forget(key string, p *pendingRequest) {
 	in.mu.Lock()
-	if in.pending[key] == p {
+	mine := in.pending[key] == p
+	if mine {
 		delete(in.pending, key)
 	}
 	in.mu.Unlock()
+	if mine && !p.async {
+		in.recycle(p)
+	}
 }
 
 // stop ends the instance: streams end, the process group is stopped (SIGTERM,

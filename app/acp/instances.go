@@ -30,6 +30,9 @@ type Options struct {
 	// ReplayTotal bounds all event logs together; past it the oldest
 	// events of the largest logs go first.
 	ReplayTotal int64
+	// Spill, when set, holds the older part of each event log in a file
+	// of its own (see EventLog); nil keeps every log in memory.
+	Spill ports.Spill
 	// MaxInstances bounds live agents (running or still stopping); a POST
 	// that would start one more gets too_many_instances.
 	MaxInstances int

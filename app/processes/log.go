@@ -101,23 +101,24 @@ var errLogClosed = errors.New("process log closed")
 
 // read appends to buf up to max chunks with a sequence greater than after.
 // When after's successor was evicted it returns only a gap (the caller
-// continues after gap.OldestAvailable-1). With nothing to read it returns
-// a channel closed by the next append or close.
-func (l *outputLog) read(after uint64, buf []Chunk, max int) ([]Chunk, *domain.ProcessLogGap, <-chan struct{}, error) {
+// continues after gap.OldestAvailable-1). With nothing to read it queues
+// r for the next append or close and reports not ready.
+func (l *outputLog) read(after uint64, buf []Chunk, max int, r *seqring.Waiter) ([]Chunk, *domain.ProcessLogGap, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return buf, nil, nil, errLogClosed
+		return buf, nil, true, errLogClosed
 	}
 	oldest := l.ring.Oldest()
 	if after+1 < oldest {
 		l.gaps.Add(1)
-		return buf, &domain.ProcessLogGap{LastSequence: after, OldestAvailable: oldest}, nil, nil
+		return buf, &domain.ProcessLogGap{LastSequence: after, OldestAvailable: oldest}, true, nil
 	}
 	if after+1 < l.ring.Next() {
-		return l.ring.AppendFrom(buf, after+1, max), nil, nil, nil
+		return l.ring.AppendFrom(buf, after+1, max), nil, true, nil
 	}
-	return buf, nil, l.wake.C(), nil
+	l.wake.Add(r)
+	return buf, nil, false, nil
 }
 
 // start is the sequence a reader without a position starts after.
@@ -129,8 +130,9 @@ func (l *outputLog) start() uint64 {
 
 // cursor is one reader's position in a log; owned by one goroutine.
 type cursor struct {
-	log   *outputLog
-	after uint64
+	log    *outputLog
+	after  uint64
+	waiter seqring.Waiter
 }
 
 // cursorAfter starts a reader after sequence *after, or before the oldest
@@ -150,31 +152,19 @@ func (l *outputLog) cursorAfter(after *uint64) *cursor {
 // waiting up to idle for one, nothing (idle passed). It fails with
 // errLogClosed, or ctx's error once nothing is left to read.
 func (c *cursor) next(ctx context.Context, buf []Chunk, max int, idle time.Duration) ([]Chunk, *domain.ProcessLogGap, error) {
-	var timer *time.Timer
-	for {
-		out, gap, wake, err := c.log.read(c.after, buf, max)
+	var gap *domain.ProcessLogGap
+	var err error
+	if !seqring.Follow(ctx, idle, &c.waiter, func() (ready bool) {
+		buf, gap, ready, err = c.log.read(c.after, buf, max, &c.waiter)
 		switch {
-		case err != nil:
-			return out, nil, err
 		case gap != nil:
 			c.after = gap.OldestAvailable - 1
-			return out, gap, nil
-		case len(out) > 0:
-			c.after = out[len(out)-1].Seq
-			return out, nil, nil
+		case len(buf) > 0:
+			c.after = buf[len(buf)-1].Seq
 		}
-		if ctx.Err() != nil {
-			return out, nil, ctx.Err()
-		}
-		if timer == nil {
-			timer = time.NewTimer(idle)
-			defer timer.Stop()
-		}
-		select {
-		case <-wake:
-		case <-timer.C:
-			return out, nil, nil
-		case <-ctx.Done():
-		}
+		return ready
+	}) {
+		return buf, nil, ctx.Err() // nil: idle passed
 	}
+	return buf, gap, err
 }

@@ -20,6 +20,8 @@ import (
 // limitFlags are the resource limits of `sandbox-agent server` (README,
 // "Limits and hostile input").
 type limitFlags struct {
+	fs              *pflag.FlagSet // what register defined them on: which were given
+	derived         budgets        // what resolve took from the box
 	maxInstances    int
 	exitedTTL       time.Duration
 	inflightBytes   int64
@@ -38,14 +40,15 @@ type processCeiling struct {
 }
 
 func (l *limitFlags) register(fs *pflag.FlagSet) {
+	l.fs = fs
 	d, h := acp.DefaultOptions(), httpapi.DefaultConfig()
 	fs.IntVar(&l.maxInstances, "max-instances", d.MaxInstances, "most live agents at once; one more POST to a new server id gets 429 too_many_instances")
 	fs.DurationVar(&l.exitedTTL, "exited-ttl", d.ExitedTTL, "how long an exited instance stays listed with its stderr tail and replay (at most "+strconv.Itoa(d.MaxExited)+" of them)")
-	fs.Int64Var(&l.inflightBytes, "inflight-bytes", h.InflightBytes, "budget in bytes for request bodies and WebSocket messages held until handled (ACP POSTs until answered); past it 503 overloaded, or a WebSocket closed with 1013")
-	fs.Int64Var(&l.replayTotal, "replay-total", d.ReplayTotal, "budget in bytes for all replay buffers together; past it the largest lose their oldest events")
+	fs.Int64Var(&l.inflightBytes, "inflight-bytes", 0, "budget in bytes for request bodies and WebSocket messages held until handled (ACP POSTs until answered); past it 503 overloaded, or a WebSocket closed with 1013 (default: from the memory the daemon may use, at most "+mibs(h.InflightBytes)+"; see README)")
+	fs.Int64Var(&l.replayTotal, "replay-total", 0, "budget in bytes for all replay buffers together; past it the largest lose their oldest events (default: from the memory the daemon may use, at most "+mibs(d.ReplayTotal)+")")
 	fs.DurationVar(&l.readIdleTimeout, "read-idle-timeout", h.ReadIdleTimeout, "cut a request body that delivers nothing for this long (408)")
 	fs.IntVar(&l.maxConns, "max-conns", 4096, "most client connections (and HTTP/2 streams) open at once; more are answered 503 and closed")
-	fs.Int64Var(&l.processLogTotal, "process-log-total", processes.DefaultLogTotal, "budget in bytes for the output kept by all processes together (and runs' captured output); past it the largest logs lose their oldest entries")
+	fs.Int64Var(&l.processLogTotal, "process-log-total", 0, "budget in bytes for the output kept by all processes together (and runs' captured output); past it the largest logs lose their oldest entries (default: from the memory the daemon may use, at most "+mibs(processes.DefaultLogTotal)+")")
 	c := processes.DefaultCeiling()
 	fs.IntVar(&l.procCeiling.concurrent, "process-max-concurrent", c.MaxConcurrentProcesses, "the most maxConcurrentProcesses POST /v1/processes/config may set (400 past it)")
 	fs.IntVar(&l.procCeiling.logBytes, "process-max-log-bytes", c.MaxLogBytesPerProcess, "the most maxLogBytesPerProcess POST /v1/processes/config may set (400 past it)")
@@ -54,23 +57,45 @@ func (l *limitFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&l.procCeiling.runTimeout, "process-max-run-timeout", time.Duration(c.MaxRunTimeoutMs)*time.Millisecond, "the most maxRunTimeoutMs POST /v1/processes/config may set (400 past it)")
 }
 
-// validate refuses values that would silently mean something else (the
-// app treats zero as "default").
+func mibs(n int64) string { return strconv.FormatInt(n>>20, 10) + " MiB" }
+
+// resolve refuses values that would silently mean something else (the
+// app treats zero as "default"), then takes the memory budgets not given
+// as flags from the box (deriveBudgets).
+func (l *limitFlags) resolve(b box) error {
+	if err := l.validate(); err != nil {
+		return err
+	}
+	l.derived = deriveBudgets(b)
+	if !l.fs.Changed("replay-total") {
+		l.replayTotal = l.derived.replayTotal
+	}
+	if !l.fs.Changed("inflight-bytes") {
+		l.inflightBytes = l.derived.inflight
+	}
+	if !l.fs.Changed("process-log-total") {
+		l.processLogTotal = l.derived.processLogTotal
+	}
+	return nil
+}
+
+// validate is resolve's check of the values given.
 func (l *limitFlags) validate() error {
+	given := func(name string) bool { return l.fs.Changed(name) }
 	switch {
 	case l.maxInstances < 1:
 		return fmt.Errorf("--max-instances must be at least 1, got %d", l.maxInstances)
 	case l.maxConns < 1:
 		return fmt.Errorf("--max-conns must be at least 1, got %d", l.maxConns)
-	case l.inflightBytes < 1:
+	case given("inflight-bytes") && l.inflightBytes < 1:
 		return fmt.Errorf("--inflight-bytes must be at least 1, got %d", l.inflightBytes)
-	case l.replayTotal < 1:
+	case given("replay-total") && l.replayTotal < 1:
 		return fmt.Errorf("--replay-total must be at least 1, got %d", l.replayTotal)
 	case l.exitedTTL <= 0:
 		return fmt.Errorf("--exited-ttl must be positive, got %v", l.exitedTTL)
 	case l.readIdleTimeout <= 0:
 		return fmt.Errorf("--read-idle-timeout must be positive, got %v", l.readIdleTimeout)
-	case l.processLogTotal < 1:
+	case given("process-log-total") && l.processLogTotal < 1:
 		return fmt.Errorf("--process-log-total must be at least 1, got %d", l.processLogTotal)
 	}
 	c := l.procCeiling
@@ -126,19 +151,104 @@ func (l *limitFlags) connLimit() *httpapi.ConnLimit {
 	return httpapi.NewConnLimit(l.maxConns)
 }
 
-// setMemoryLimit gives the Go runtime the daemon's stated memory bound as
-// its soft limit (unless GOMEMLIMIT is set): idle heap, per-instance and
-// per-connection overhead, plus the three budgets that hold client, agent
-// and process bytes. Live
-// data stays under it by construction; the limit keeps the collector from
-// letting garbage double the heap on top of it (GOGC=100 alone would).
-func (l *limitFlags) setMemoryLimit(log *slog.Logger) {
+// setMemoryLimit gives the Go runtime its soft memory limit (unless
+// GOMEMLIMIT is set): the daemon's stated memory bound (idle heap,
+// per-instance and per-connection overhead, plus the three budgets that
+// hold client, agent and process bytes), or, in a box where that is more
+// than the daemon's share, the share (but never less than its budgets and
+// its own reserve). Live data stays under the bound by construction; the
+// limit keeps the collector from letting garbage double the heap on top
+// of it (GOGC=100 alone would). It logs what the daemon holds, and where
+// each figure came from, and returns the limit in force.
+func (l *limitFlags) setMemoryLimit(log *slog.Logger) int64 {
+	limit := softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns)
+	source := "derived"
 	if os.Getenv("GOMEMLIMIT") != "" {
-		return
+		source = "GOMEMLIMIT"
+	} else {
+		debug.SetMemoryLimit(limit)
 	}
-	limit := memoryBound(l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns)
-	debug.SetMemoryLimit(limit)
-	log.Debug("memory limit", "bytes", limit)
+	limit = debug.SetMemoryLimit(-1)
+	from := func(flag string) string {
+		if l.fs.Changed(flag) {
+			return "--" + flag
+		}
+		return "derived"
+	}
+	log.Info("memory budgets", "box_bytes", l.derived.box.bytes, "box", l.derived.box.source, "share_bytes", l.derived.share,
+		"replay_total", l.replayTotal, "replay_total_from", from("replay-total"),
+		"inflight_bytes", l.inflightBytes, "inflight_bytes_from", from("inflight-bytes"),
+		"process_log_total", l.processLogTotal, "process_log_total_from", from("process-log-total"),
+		"go_memory_limit", limit, "go_memory_limit_from", source)
+	return limit
+}
+
+// gauges are the figures /metrics shows as sandbox_agent_memory_limit_bytes.
+func (l *limitFlags) gauges(goLimit int64) []httpapi.MemoryLimit {
+	return []httpapi.MemoryLimit{
+		{Limit: "box", Bytes: l.derived.box.bytes},
+		{Limit: "share", Bytes: l.derived.share},
+		{Limit: "replay_total", Bytes: l.replayTotal},
+		{Limit: "inflight_bytes", Bytes: l.inflightBytes},
+		{Limit: "process_log_total", Bytes: l.processLogTotal},
+		{Limit: "go_soft_limit", Bytes: goLimit},
+	}
+}
+
+// maxACPBody is --max-acp-body unless given: at most --inflight-bytes, so
+// that a body that could never be held is refused as too large (413)
+// rather than answered "retry later" (503) for ever.
+func (l *limitFlags) maxACPBody(body int64) int64 {
+	if l.fs.Changed("max-acp-body") {
+		return body
+	}
+	return min(body, l.inflightBytes)
+}
+
+// The daemon's share of its box, and what it keeps for itself beyond its
+// budgets (README, "Memory bound").
+const (
+	// shareOfBox: the daemon takes a quarter of the memory it may use and
+	// leaves the rest to the agents and processes it runs.
+	shareOfBox = 4
+	// ownReserve is the daemon's own memory beside its budgets: the
+	// runtime and binary (about 15 MiB idle), tens of instances and
+	// hundreds of connections.
+	ownReserve = 32 << 20
+	// minBudgets is what the three budgets get together however small
+	// the box: below it the daemon could hardly take one large message.
+	minBudgets = 24 << 20
+)
+
+// budgets are the memory budgets a box gives: a quarter of it for the
+// daemon, less its own reserve, split half to replay (--replay-total) and
+// a quarter each to bodies and messages held (--inflight-bytes) and to
+// process output (--process-log-total), each at most its default, so that
+// a large machine keeps the defaults (from a box of about 4.1 GiB up).
+type budgets struct {
+	box                                    box
+	share                                  int64
+	replayTotal, inflight, processLogTotal int64
+}
+
+func deriveBudgets(b box) budgets {
+	share := b.bytes / shareOfBox
+	total := max(share-ownReserve, minBudgets)
+	return budgets{
+		box:             b,
+		share:           share,
+		replayTotal:     min(total/2, acp.DefaultOptions().ReplayTotal),
+		inflight:        min(total/4, httpapi.DefaultConfig().InflightBytes),
+		processLogTotal: min(total/4, processes.DefaultLogTotal),
+	}
+}
+
+// softLimit is the Go runtime's soft memory limit: the memory bound, but
+// in a box smaller than that bound's fourfold, the share of the box,
+// never below the budgets plus the daemon's reserve (so that a tiny box,
+// or budgets given as flags, still leave the collector room).
+func softLimit(share, inflight, replay, processLogs int64, instances, conns int) int64 {
+	return min(memoryBound(inflight, replay, processLogs, instances, conns), max(share, ownReserve+inflight+replay+processLogs))
 }
 
 // memoryBound is the README's memory bound ("Memory bound"): 64 MiB of

@@ -9,15 +9,23 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 )
 
+// bigBox is a machine large enough that every budget keeps its default.
+var bigBox = box{bytes: 24 << 30, source: "test"}
+
 func parseLimits(t *testing.T, args ...string) (*limitFlags, error) {
+	return parseLimitsIn(t, bigBox, args...)
+}
+
+func parseLimitsIn(t *testing.T, b box, args ...string) (*limitFlags, error) {
 	t.Helper()
 	var l limitFlags
 	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	fs.Int64("max-acp-body", 32<<20, "")
 	l.register(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return &l, l.validate()
+	return &l, l.resolve(b)
 }
 
 // The memory bound the README states at the defaults is the one the
@@ -50,9 +58,59 @@ func TestLimitFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"--process-log-total", "0"}, {"--process-max-concurrent", "0"}, {"--process-max-input-bytes", "-1"}, {"--process-max-run-timeout", "0s"},
+		{"--replay-total", "0"}, {"--inflight-bytes", "-5"},
 	} {
 		if _, err := parseLimits(t, bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: %v", bad, err)
 		}
 	}
+}
+
+// The budgets a box gives: a 512 MiB sandbox gets a quarter of it for the
+// daemon, 32 MiB of which it keeps for itself, the rest split 2:1:1; the
+// soft limit is the share. A large machine keeps the defaults (and the
+// memory bound as its soft limit); a tiny one the floors. Flags win.
+func TestBudgetsFromTheBox(t *testing.T) {
+	for _, c := range []struct {
+		box                                    int64
+		replay, inflight, processLogs, goLimit int64
+		body                                   int64
+	}{
+		{box: 512 << 20, replay: 48 << 20, inflight: 24 << 20, processLogs: 24 << 20, goLimit: 128 << 20, body: 24 << 20},
+		{box: 2 << 30, replay: 240 << 20, inflight: 120 << 20, processLogs: 120 << 20, goLimit: 512 << 20, body: 32 << 20},
+		{box: 24 << 30, replay: 512 << 20, inflight: 256 << 20, processLogs: 256 << 20, goLimit: 1252 << 20, body: 32 << 20},
+		{box: 64 << 20, replay: 12 << 20, inflight: 6 << 20, processLogs: 6 << 20, goLimit: 56 << 20, body: 6 << 20},
+	} {
+		l, err := parseLimitsIn(t, box{bytes: c.box, source: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []int64{l.replayTotal, l.inflightBytes, l.processLogTotal,
+			softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns), l.maxACPBody(32 << 20)}
+		want := []int64{c.replay, c.inflight, c.processLogs, c.goLimit, c.body}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("box of %d MiB: replay, inflight, process logs, Go limit, ACP body = %v MiB, want %v MiB", c.box>>20, mibList(got), mibList(want))
+				break
+			}
+		}
+	}
+	l, err := parseLimitsIn(t, box{bytes: 512 << 20}, "--replay-total", "1073741824", "--max-acp-body", "33554432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.replayTotal != 1<<30 || l.inflightBytes != 24<<20 || l.maxACPBody(32<<20) != 32<<20 {
+		t.Errorf("flags given in a small box: replay %d, inflight %d, body %d", l.replayTotal, l.inflightBytes, l.maxACPBody(32<<20))
+	}
+	if got := softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns); got != ownReserve+(1<<30)+48<<20 {
+		t.Errorf("the soft limit under a replay total given as a flag: %d MiB", got>>20)
+	}
+}
+
+func mibList(v []int64) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = x >> 20
+	}
+	return out
 }

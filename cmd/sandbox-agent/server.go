@@ -74,6 +74,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := cors.Validate(); err != nil {
 		return usagef("%v", err)
 	}
+	if err := f.limits.resolve(readBox(os.DirFS("/"), "self")); err != nil {
+		return usagef("%v", err)
+	}
 	opts, err := acpOptions(f, log)
 	if err != nil {
 		return usagef("%v", err)
@@ -84,7 +87,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := f.opencode.validate(); err != nil {
 		return usagef("%v", err)
 	}
-	f.limits.setMemoryLimit(log)
+	goLimit := f.limits.setMemoryLimit(log)
 	f.limits.warnFDs(log)
 	// The daemon's own secrets: what it reads its credentials and policies
 	// from, and its /proc. No API route serves, lists or changes them.
@@ -159,7 +162,8 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		CORS:         cors,
 		CheckHost:    checkHost,
 		AllowedHosts: f.auth.allowedHosts,
-		MaxACPBody:   f.maxACPBody,
+		MaxACPBody:   f.limits.maxACPBody(f.maxACPBody),
+		MemoryLimits: f.limits.gauges(goLimit),
 		Files:        files,
 		Config:       configs,
 		MaxUpload:    f.maxUpload,
@@ -250,6 +254,7 @@ func acpOptions(f *serverFlags, log *slog.Logger) (acp.Options, error) {
 	opts := acp.DefaultOptions()
 	opts.Logger = log
 	opts.ReplayBytes = f.replayBytes
+	opts.Spill = replaySpill(f.replayDir, log)
 	opts.MaxFrameBytes = f.maxFrame
 	opts.StopGrace = f.stopGrace
 	opts.WriteTimeout = f.stdinWriteTimeout

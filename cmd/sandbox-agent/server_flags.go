@@ -32,6 +32,7 @@ type serverFlags struct {
 	logFormat, logLevel               string
 	asyncMethods                      string
 	maxACPBody, replayBytes           int64
+	replayDir                         string
 	maxFrame                          int
 	stopGrace                         time.Duration
 	stdinWriteTimeout, streamWrite    time.Duration
@@ -65,8 +66,9 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "auto", "auto (coloured on a terminal, else JSON), text, color or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.asyncMethods, "async-methods", joinSet(d.AsyncMethods), "comma-separated ACP methods answered 202 at once (response on SSE); empty for none")
-	fs.Int64Var(&f.maxACPBody, "max-acp-body", h.MaxACPBody, "largest ACP POST body in bytes")
+	fs.Int64Var(&f.maxACPBody, "max-acp-body", h.MaxACPBody, "largest ACP POST body in bytes; unless given, at most --inflight-bytes")
 	fs.Int64Var(&f.replayBytes, "replay-bytes", d.ReplayBytes, "per-instance replay buffer in bytes")
+	fs.StringVar(&f.replayDir, "replay-dir", "", "directory for the files holding older replay events, one unnamed file per instance (default: $TMPDIR, else /tmp); \""+replayInMemory+"\" keeps replay in the heap")
 	fs.IntVar(&f.maxFrame, "max-frame", d.MaxFrameBytes, "largest line an agent may write to stdout, in bytes")
 	fs.DurationVar(&f.stopGrace, "stop-grace", d.StopGrace, "time between SIGTERM and SIGKILL when stopping an agent")
 	fs.DurationVar(&f.stdinWriteTimeout, "stdin-write-timeout", d.WriteTimeout, "give up a write to an agent's stdin (502) when the agent reads nothing for this long")

@@ -1,8 +1,12 @@
 package seqring
 
 import (
+	"context"
 	"reflect"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 type item struct {
@@ -80,22 +84,73 @@ func TestRingCompacts(t *testing.T) {
 
 func TestWakeNotifiesEveryWaiterOnce(t *testing.T) {
 	var w Wake
-	w.Notify() // nobody waits: nothing to close
-	a, b := w.C(), w.C()
-	if a != b {
-		t.Fatal("two waiters before a Notify got different channels")
-	}
+	w.Notify() // nobody waits: nothing to do
+	var a, b Waiter
+	w.Add(&a)
+	w.Add(&b)
+	w.Add(&a) // queued once
 	select {
-	case <-a:
-		t.Fatal("closed before Notify")
+	case <-a.ch:
+		t.Fatal("woken before Notify")
 	default:
 	}
 	w.Notify()
-	<-a
-	<-b
+	<-a.ch
+	<-b.ch
+	w.Notify() // nobody queued now
 	select {
-	case <-w.C():
-		t.Fatal("a new wait is already closed")
+	case <-a.ch:
+		t.Fatal("a waiter not queued again was woken")
 	default:
 	}
+}
+
+// Follow returns at once when poll has something, waits for a wake-up
+// otherwise, returns false after idle, and on a done context polls once
+// more before it gives up.
+func TestFollow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var w Wake
+		var r Waiter
+		items := 0
+		poll := func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if items > 0 {
+				items--
+				return true
+			}
+			w.Add(&r)
+			return false
+		}
+		items = 1
+		if !Follow(context.Background(), time.Second, &r, poll) {
+			t.Fatal("an item ready was not taken")
+		}
+		start := time.Now()
+		if Follow(context.Background(), time.Second, &r, poll) || time.Since(start) != time.Second {
+			t.Fatalf("idle: returned after %v", time.Since(start))
+		}
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			items = 1
+			w.Notify()
+			mu.Unlock()
+		}()
+		start = time.Now()
+		if !Follow(context.Background(), time.Second, &r, poll) || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("woken: after %v", time.Since(start))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		items = 1
+		if !Follow(ctx, time.Second, &r, poll) {
+			t.Fatal("a done context kept the reader from what was there")
+		}
+		if Follow(ctx, time.Second, &r, poll) || ctx.Err() == nil {
+			t.Fatal("a done context with nothing there did not end the wait")
+		}
+	})
 }

@@ -13,9 +13,13 @@ import (
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}}
 
 func post(ctx context.Context, t *target, id, query, msg string) (int, []byte, error) {
+	return postURL(ctx, t.url+"/v1/acp/"+id+query, msg)
+}
+
+func postURL(ctx context.Context, url, msg string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", t.url+"/v1/acp/"+id+query, strings.NewReader(msg))
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(msg))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"os/exec"
-	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -67,70 +66,86 @@ func (s *stdio) call(msg, idField string, on func([]byte)) ([]byte, error) {
 	}
 }
 
-func benchDirect(ctx context.Context, c config, bin string) (*figures, error) {
-	f := &figures{}
-	logf("direct stdio: round trips, bursts, first requests")
+// startDirect starts the mock over its pipes, initialised, with a
+// session for the streaming runs.
+func startDirect(bin string) (*stdio, string, error) {
 	s, err := startStdio(bin)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	defer s.close()
 	if _, err := s.call(initMsg, `"id":1`, nil); err != nil {
-		return nil, err
+		s.close()
+		return nil, "", err
 	}
-	var durs []time.Duration
-	for i := range c.roundTrips {
-		id := strconv.Itoa(100 + i)
-		start := time.Now()
-		if _, err := s.call(`{"jsonrpc":"2.0","id":`+id+`,"method":"bench/ping","params":{}}`, `"id":`+id+`,`, nil); err != nil {
-			return nil, err
-		}
-		durs = append(durs, time.Since(start))
-	}
-	f.rttP50, f.rttP99 = percentile(durs, 0.5), percentile(durs, 0.99)
-
 	b, err := s.call(newSessionMsg("s"), `"id":"s"`, nil)
 	if err != nil {
-		return nil, err
+		s.close()
+		return nil, "", err
 	}
 	sid, err := sessionID(b)
 	if err != nil {
-		return nil, err
+		s.close()
+		return nil, "", err
 	}
-	var rates []float64
-	for range c.burstRuns {
-		got := 0
-		start := time.Now()
-		if _, err := s.call(promptMsg("prompt", sid, c.burst), `"id":"prompt"`, func(line []byte) {
-			if bytes.Contains(line, []byte("mock: chunk ")) {
-				got++
-			}
-		}); err != nil {
-			return nil, err
-		}
-		rates = append(rates, float64(got)/time.Since(start).Seconds())
-		f.burstLost = max(f.burstLost, c.burst-got)
-	}
-	slices.Sort(rates)
-	f.burstRate = rates[len(rates)/2]
+	return s, sid, nil
+}
 
-	durs = durs[:0]
-	for range c.firsts {
+// directRoundTrips times n requests over the pipes, after warmup untimed.
+func directRoundTrips(s *stdio, warmup, n int, seq *int) (latency, error) {
+	var durs []time.Duration
+	for i := range warmup + n {
+		*seq++
+		id := strconv.Itoa(*seq)
+		start := time.Now()
+		if _, err := s.call(`{"jsonrpc":"2.0","id":`+id+`,"method":"bench/ping","params":{}}`, `"id":`+id+`,`, nil); err != nil {
+			return latency{}, err
+		}
+		if i >= warmup {
+			durs = append(durs, time.Since(start))
+		}
+	}
+	return latencyOf(durs), nil
+}
+
+// directStream asks for n updates over the pipes and counts them.
+func directStream(s *stdio, sid string, n int, seq *int) (streamFigures, error) {
+	*seq++
+	id := "prompt-" + strconv.Itoa(*seq)
+	got := 0
+	var last time.Time
+	start := time.Now()
+	if _, err := s.call(promptMsg(id, sid, n), `"id":"`+id+`"`, func(line []byte) {
+		if bytes.Contains(line, []byte("mock: chunk ")) {
+			got++
+			last = time.Now()
+		}
+	}); err != nil {
+		return streamFigures{}, err
+	}
+	if last.IsZero() {
+		return streamFigures{lost: n}, nil
+	}
+	return streamFigures{rate: float64(got) / last.Sub(start).Seconds(), lost: n - got}, nil
+}
+
+// directFirsts times k fresh agents' first answer, process start included.
+func directFirsts(ctx context.Context, bin string, k int) (latency, error) {
+	var durs []time.Duration
+	for range k {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return latency{}, ctx.Err()
 		}
 		start := time.Now()
 		p, err := startStdio(bin)
 		if err != nil {
-			return nil, err
+			return latency{}, err
 		}
 		_, err = p.call(initMsg, `"id":1`, nil)
 		durs = append(durs, time.Since(start))
 		p.close()
 		if err != nil {
-			return nil, err
+			return latency{}, err
 		}
 	}
-	f.firstP50, f.firstP99 = percentile(durs, 0.5), percentile(durs, 0.99)
-	return f, nil
+	return latencyOf(durs), nil
 }

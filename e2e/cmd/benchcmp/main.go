@@ -1,16 +1,25 @@
 // Command benchcmp runs the same workloads, in one run, against this
 // daemon, the reference server (Sandbox Agent 0.4.2, npm
-// @sandbox-agent/cli-linux-x64) and the agent spoken to over direct stdio,
-// and prints a Markdown table with ratios. Both daemons run the same agent:
-// this repository's mock (`sandbox-agent mock-agent-process`), installed as
-// the launcher file both of them honour.
+// @sandbox-agent/cli-linux-x64), a minimal HTTP-to-stdio proxy process
+// (e2e/testagent -proxy) and the agent spoken to over direct stdio, and
+// prints Markdown tables with the paired ratios. Both daemons run the same
+// agent: this repository's mock (`sandbox-agent mock-agent-process`),
+// installed as the launcher file both of them honour.
 //
-//	go run ./e2e/cmd/benchcmp            (or: just bench-compare)
+//	go run ./e2e/cmd/benchcmp            (or: just bench)
 //
-// Workloads: request round trip (p50, p99); a 100 000-update burst
-// (throughput, events lost); first request of a new instance, spawn
-// included; idle RSS and RSS per live instance; 200 instances started
-// concurrently; a 1 GiB file PUT and GET against a plain file copy.
+// The comparisons run in interleaved rounds (-rounds, 5 by default): each
+// round starts both daemons afresh and runs every workload on each leg in
+// turn (ours, reference, then the baselines), so that a change in the
+// machine's load falls on both legs of a pair; the closing figures are the
+// ratios within each round. A round's workloads: one instance streams a
+// burst of updates to a connected reader (throughput, events lost, then
+// the daemon's settled RSS with that instance's replay full); request round
+// trips (p50, p99); first requests of new instances, spawn included.
+//
+// Once, after the rounds (-extras): idle RSS and RSS per live instance;
+// 200 instances started concurrently; a 1 GiB file PUT and GET against a
+// plain file copy.
 //
 // The run is bounded (-timeout) and cleans up after itself: both daemons
 // run in their own process groups with a parent-death signal; the
@@ -42,10 +51,12 @@ type config struct {
 	timeout     time.Duration
 	cache       string
 	ref         string
+	rounds      int
 	roundTrips  int
-	burst       int
-	burstRuns   int
+	warmup      int
+	stream      int
 	firsts      int
+	extras      bool
 	perInstance int
 	concurrent  int
 	fileBytes   int64
@@ -54,18 +65,24 @@ type config struct {
 
 func main() {
 	var c config
-	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "bound on the whole run")
+	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	flag.StringVar(&c.cache, "cache", defaultCache(), "where the reference server is installed with npm")
 	flag.StringVar(&c.ref, "ref", "", "reference server binary (default: e2e/node_modules, else installed into -cache)")
-	flag.IntVar(&c.roundTrips, "round-trips", 2000, "requests for the round-trip figures")
-	flag.IntVar(&c.burst, "burst", 100000, "updates in one streaming burst")
-	flag.IntVar(&c.burstRuns, "burst-runs", 3, "bursts per target (median throughput, worst loss)")
-	flag.IntVar(&c.firsts, "first-requests", 20, "fresh instances for the first-request latency")
+	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (each starts both daemons afresh)")
+	flag.IntVar(&c.roundTrips, "round-trips", 2000, "timed requests per leg and round for the round-trip figures")
+	flag.IntVar(&c.warmup, "warmup", 200, "untimed requests per leg and round before the timed ones")
+	flag.IntVar(&c.stream, "stream", 150000, "updates in each round's streaming run (the RSS row is taken after it)")
+	flag.IntVar(&c.firsts, "first-requests", 10, "fresh instances per leg and round for the first-request latency")
+	flag.BoolVar(&c.extras, "extras", true, "after the rounds, run the once-only rows (RSS per instance, concurrent instances, 1 GiB file)")
 	flag.IntVar(&c.perInstance, "rss-instances", 50, "live instances for the RSS-per-instance figure")
 	flag.IntVar(&c.concurrent, "concurrent", 200, "instances started at once")
 	flag.Int64Var(&c.fileBytes, "file-bytes", 1<<30, "size of the file PUT and GET")
-	flag.StringVar(&c.out, "out", "", "also write the table to this file")
+	flag.StringVar(&c.out, "out", "", "also write the tables to this file")
 	flag.Parse()
+	if c.rounds < 1 || c.roundTrips < 100 || c.stream < 1 || c.firsts < 1 {
+		fmt.Fprintln(os.Stderr, "benchcmp: -rounds, -stream and -first-requests must be at least 1, -round-trips at least 100")
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -89,6 +106,15 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
+// env is what every round uses: the binaries and the baselines that live
+// for the whole run.
+type env struct {
+	work, bin, ref string
+	direct         *stdio // the mock over its pipes, initialised, with a session
+	directSession  string
+	proxyURL       string // e2e/testagent -proxy in front of another mock
+}
+
 func run(ctx context.Context, c config) error {
 	root, err := moduleRoot()
 	if err != nil {
@@ -103,53 +129,70 @@ func run(ctx context.Context, c config) error {
 		os.RemoveAll(work)
 	}()
 
-	bin := filepath.Join(work, "bin", "sandbox-agent")
-	logf("building sandbox-agent")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/sandbox-agent")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build: %w", err)
+	e := &env{work: work, bin: filepath.Join(work, "bin", "sandbox-agent")}
+	testagent := filepath.Join(work, "bin", "testagent")
+	logf("building sandbox-agent and e2e/testagent")
+	for _, b := range [][2]string{{e.bin, "./cmd/sandbox-agent"}, {testagent, "./e2e/testagent"}} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", b[0], b[1])
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build %s: %w", b[1], err)
+		}
 	}
-	ref := c.ref
-	if ref == "" {
-		if ref, err = referenceBinary(ctx, root, c.cache); err != nil {
+	if e.ref = c.ref; e.ref == "" {
+		if e.ref, err = referenceBinary(ctx, root, c.cache); err != nil {
 			return err
 		}
 	}
-	version, _ := exec.CommandContext(ctx, ref, "--version").Output()
-	logf("reference: %s (%s)", ref, strings.TrimSpace(string(version)))
+	version, _ := exec.CommandContext(ctx, e.ref, "--version").Output()
+	refVersion := strings.TrimSpace(string(version))
+	logf("reference: %s (%s)", e.ref, refVersion)
 
-	src := filepath.Join(work, "src.bin")
-	if err := writePattern(src, c.fileBytes); err != nil {
-		return err
-	}
-
-	results := map[string]*figures{}
-	direct, err := benchDirect(ctx, c, bin)
-	if err != nil {
+	if e.direct, e.directSession, err = startDirect(e.bin); err != nil {
 		return fmt.Errorf("direct stdio: %w", err)
 	}
-	results["direct"] = direct
-	for _, kind := range []string{"ours", "reference"} {
-		t, err := startTarget(ctx, kind, work, bin, ref)
-		if err != nil {
-			return fmt.Errorf("start %s: %w", kind, err)
-		}
-		f, err := benchDaemon(ctx, c, t, src, work)
-		t.stop()
-		if err != nil {
-			return fmt.Errorf("%s: %w", kind, err)
-		}
-		results[kind] = f
+	defer e.direct.close()
+	if e.proxyURL, err = startProxy(ctx, testagent, e.bin); err != nil {
+		return fmt.Errorf("minimal proxy: %w", err)
 	}
-	copyRate, err := plainCopy(src, filepath.Join(work, "copy.bin"), false)
-	if err != nil {
-		return err
+
+	var rounds []*round
+	for i := range c.rounds {
+		logf("round %d of %d (load %s)", i+1, c.rounds, loadavg())
+		r, err := runRound(ctx, c, e)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", i+1, err)
+		}
+		rounds = append(rounds, r)
 	}
-	table := render(c, results, copyRate, strings.TrimSpace(string(version)))
-	fmt.Print(table)
+	out := renderRounds(c, rounds, refVersion)
+	if c.extras {
+		src := filepath.Join(work, "src.bin")
+		if err := writePattern(src, c.fileBytes); err != nil {
+			return err
+		}
+		results := map[string]*figures{}
+		for _, kind := range []string{"ours", "reference"} {
+			t, err := startTarget(ctx, kind, work, e.bin, e.ref)
+			if err != nil {
+				return fmt.Errorf("start %s: %w", kind, err)
+			}
+			f, err := benchExtras(ctx, c, t, src, work)
+			t.stop()
+			if err != nil {
+				return fmt.Errorf("%s: %w", kind, err)
+			}
+			results[kind] = f
+		}
+		copyRate, err := plainCopy(src, filepath.Join(work, "copy.bin"), false)
+		if err != nil {
+			return err
+		}
+		out += "\n" + renderExtras(c, results, copyRate, refVersion)
+	}
+	fmt.Print(out)
 	if c.out != "" {
-		return os.WriteFile(c.out, []byte(table), 0o644)
+		return os.WriteFile(c.out, []byte(out), 0o644)
 	}
 	return nil
 }

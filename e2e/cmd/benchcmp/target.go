@@ -64,7 +64,9 @@ func startTarget(ctx context.Context, kind, work, bin, ref string) (*target, err
 	p := strconv.Itoa(port)
 	var cmd *exec.Cmd
 	if kind == "ours" {
-		cmd = exec.Command(bin, "server", "--no-telemetry", "--host", "127.0.0.1", "--port", p, "--log-level", "warn")
+		// --max-instances: the concurrent row starts more instances than
+		// the default allows (the reference has no such limit).
+		cmd = exec.Command(bin, "server", "--no-telemetry", "--host", "127.0.0.1", "--port", p, "--log-level", "warn", "--max-instances", "1000")
 	} else {
 		cmd = exec.Command(ref, "server", "--no-telemetry", "-H", "127.0.0.1", "-p", p)
 	}

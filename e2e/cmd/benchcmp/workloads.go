@@ -51,7 +51,8 @@ func settledRSS(pid int) int64 {
 	return last
 }
 
-func benchDaemon(ctx context.Context, c config, t *target, src, work string) (*figures, error) {
+// benchExtras measures the rows run once, after the rounds.
+func benchExtras(ctx context.Context, c config, t *target, src, work string) (*figures, error) {
 	f := &figures{}
 	f.idleRSS = settledRSS(t.pid())
 
@@ -67,52 +68,6 @@ func benchDaemon(ctx context.Context, c config, t *target, src, work string) (*f
 	for i := range c.perInstance {
 		del(t, "live-"+strconv.Itoa(i))
 	}
-
-	// Round trip.
-	logf("%s: %d round trips", t.kind, c.roundTrips)
-	if _, err := mustPost(ctx, t, "rtt", "?agent=mock", initMsg); err != nil {
-		return nil, err
-	}
-	var durs []time.Duration
-	for i := range c.roundTrips {
-		msg := `{"jsonrpc":"2.0","id":` + strconv.Itoa(100+i) + `,"method":"bench/ping","params":{}}`
-		start := time.Now()
-		if _, err := mustPost(ctx, t, "rtt", "", msg); err != nil {
-			return nil, err
-		}
-		durs = append(durs, time.Since(start))
-	}
-	f.rttP50, f.rttP99 = percentile(durs, 0.50), percentile(durs, 0.99)
-	del(t, "rtt")
-
-	// Burst.
-	var rates []float64
-	for run := range c.burstRuns {
-		logf("%s: burst %d of %d updates", t.kind, run+1, c.burst)
-		r, lost, gaps, err := burstOverHTTP(ctx, t, fmt.Sprintf("burst-%d", run), c.burst)
-		if err != nil {
-			return nil, err
-		}
-		rates = append(rates, r)
-		f.burstLost = max(f.burstLost, lost)
-		f.burstGaps += gaps
-	}
-	slices.Sort(rates)
-	f.burstRate = rates[len(rates)/2]
-
-	// First request of a new instance, spawn included.
-	logf("%s: %d first requests", t.kind, c.firsts)
-	durs = durs[:0]
-	for i := range c.firsts {
-		id := "first-" + strconv.Itoa(i)
-		start := time.Now()
-		if _, err := mustPost(ctx, t, id, "?agent=mock", initMsg); err != nil {
-			return nil, err
-		}
-		durs = append(durs, time.Since(start))
-		del(t, id)
-	}
-	f.firstP50, f.firstP99 = percentile(durs, 0.50), percentile(durs, 0.99)
 
 	// Concurrent instances.
 	logf("%s: %d concurrent instances", t.kind, c.concurrent)
@@ -132,7 +87,7 @@ func benchDaemon(ctx context.Context, c config, t *target, src, work string) (*f
 	}
 	wg.Wait()
 	f.concWall = time.Since(start)
-	durs = durs[:0]
+	var durs []time.Duration
 	for i := range c.concurrent {
 		wg.Add(1)
 		go func() {
@@ -164,20 +119,22 @@ func benchDaemon(ctx context.Context, c config, t *target, src, work string) (*f
 	return f, ctx.Err()
 }
 
-// burstOverHTTP opens a stream, asks for n updates and counts the distinct
-// ones that arrive before the turn's answer (on the stream for both
-// daemons; the reference answers the POST only when the turn ends).
-func burstOverHTTP(ctx context.Context, t *target, id string, n int) (rate float64, lost, gaps int, err error) {
+// burstOverHTTP starts instance id, opens its stream, asks for n updates
+// and counts the distinct ones that arrive before the turn's answer (on the
+// stream for both daemons; the reference answers the POST only when the
+// turn ends). The instance is left running.
+func burstOverHTTP(ctx context.Context, t *target, id string, n int) (streamFigures, error) {
+	var f streamFigures
 	if _, err := mustPost(ctx, t, id, "?agent=mock", initMsg); err != nil {
-		return 0, 0, 0, err
+		return f, err
 	}
 	b, err := mustPost(ctx, t, id, "", newSessionMsg("s"))
 	if err != nil {
-		return 0, 0, 0, err
+		return f, err
 	}
 	sid, err := sessionID(b)
 	if err != nil {
-		return 0, 0, 0, err
+		return f, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -185,11 +142,11 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (rate float
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, 0, 0, err
+		return f, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return 0, 0, 0, fmt.Errorf("stream: %d", resp.StatusCode)
+		return f, fmt.Errorf("stream: %d", resp.StatusCode)
 	}
 	postErr := make(chan error, 1)
 	start := time.Now()
@@ -208,7 +165,7 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (rate float
 	for {
 		ev, err := r.Next()
 		if err != nil {
-			return 0, 0, 0, fmt.Errorf("stream ended after %d updates: %w", got, err)
+			return f, fmt.Errorf("stream ended after %d updates: %w", got, err)
 		}
 		line := ev.Data
 		if i := bytes.Index(line, marker); i >= 0 {
@@ -223,7 +180,7 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (rate float
 			continue
 		}
 		if bytes.Contains(line, []byte(`_adapter/replay_gap`)) {
-			gaps++
+			f.gaps++
 			continue
 		}
 		if bytes.Contains(line, []byte(`"prompt"`)) && bytes.Contains(line, []byte(`stopReason`)) {
@@ -231,13 +188,13 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (rate float
 		}
 	}
 	if err := <-postErr; err != nil {
-		return 0, 0, 0, err
+		return f, err
 	}
-	del(t, id)
-	if last.IsZero() {
-		return 0, n, gaps, nil
+	f.lost = n - got
+	if !last.IsZero() {
+		f.rate = float64(got) / last.Sub(start).Seconds()
 	}
-	return float64(got) / last.Sub(start).Seconds(), n - got, gaps, nil
+	return f, nil
 }
 
 func fileFigures(ctx context.Context, t *target, f *figures, src, dst, down string, size int64) {

@@ -68,6 +68,9 @@ type Options struct {
 	Home string   // reuse a home directory (default: a fresh temp dir)
 	// Binary runs another copy of sandbox-agent (default: Binary).
 	Binary string
+	// Cgroup, when set, runs the daemon in that memory cgroup from its
+	// first instruction (it joins before it execs), agents included.
+	Cgroup *MemoryCgroup
 }
 
 // listeningURL finds the address the daemon announces once it has bound
@@ -91,6 +94,10 @@ func Start(t testing.TB, o Options) *Daemon {
 		bin = o.Binary
 	}
 	cmd := exec.Command(bin, args...)
+	if o.Cgroup != nil {
+		// The shell joins the cgroup, then becomes the daemon (same pid).
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, o.Cgroup.Dir, bin}, args...)...)
+	}
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
 	// Tests never reach the public ACP registry: unless a test points it at
 	// its own local server, the registry is a closed loopback port.
