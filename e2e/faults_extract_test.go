@@ -7,6 +7,7 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -35,9 +36,7 @@ func tarOf(t testing.TB, entries ...tarHeader) []byte {
 		if h.Typeflag == tar.TypeReg {
 			h.Size = int64(len(e.body))
 		}
-		if h.Mode == 0 {
-			h.Mode = 0o644
-		}
+		h.Mode = cmp.Or(h.Mode, 0o644)
 		if err := tw.WriteHeader(&h); err != nil {
 			t.Fatal(err)
 		}

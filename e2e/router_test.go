@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"io"
 
@@ -45,9 +46,7 @@ func newSandboxRouter(t *testing.T, token string, sandboxes map[string]*harness.
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			port := pr.In.Header.Get("X-Sandbox-Port")
-			if port == "" {
-				port = "8888"
-			}
+			port = cmp.Or(port, "8888")
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = net.JoinHostPort(r.sandbox[pr.In.Header.Get("X-Sandbox-ID")], port)
 			pr.Out.Host = "" // Host dropped: the outbound request names the sandbox

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -102,9 +103,7 @@ func (c *Chain) Config(r *domain.AuthRequest, a domain.Action, dir string) {
 }
 
 func resolveFS(home, p string) string {
-	if p == "" {
-		p = "."
-	}
+	p = cmp.Or(p, ".")
 	abs, err := domain.ResolveFSPath(home, p)
 	if err != nil {
 		return ""

@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -73,9 +74,7 @@ const relaxed = 10 * time.Second
 // call time limit is relaxed unless spec sets one.
 func load(t testing.TB, spec Spec) (*Set, *logSink) {
 	t.Helper()
-	if spec.CallTimeout == 0 {
-		spec.CallTimeout = relaxed
-	}
+	spec.CallTimeout = cmp.Or(spec.CallTimeout, relaxed)
 	sink := &logSink{}
 	h := &Host{cache: testHost(t).cache, logger: slog.New(sink)}
 	set, err := h.Load(context.Background(), []Spec{spec})

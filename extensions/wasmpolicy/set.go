@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -74,9 +75,7 @@ func (s *Set) Authorize(ctx context.Context, req domain.AuthRequest) (domain.Dec
 			d.By, d.Principal = p.spec.Name, result.Principal
 			return d, nil
 		case domain.Grant:
-			if d.Principal == "" {
-				d.Principal = p.spec.Name
-			}
+			d.Principal = cmp.Or(d.Principal, p.spec.Name)
 			d.By = p.spec.Name
 			return d, nil
 		}
