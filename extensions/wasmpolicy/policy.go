@@ -53,11 +53,7 @@ func (h *Host) LoadPolicy(ctx context.Context, spec Spec) (*Policy, error) {
 		config = []byte("null")
 	}
 	p := &Policy{spec: spec, config: config, logger: h.logger.With("policy", spec.Name)}
-	pages := uint32(spec.MemoryMiB) * 16 // 64 KiB pages
-	p.rt = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
-		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(pages))
+	p.rt = h.runtime(ctx, spec.MemoryMiB)
 	if err := p.start(ctx, wasm); err != nil {
 		_ = p.rt.Close(ctx)
 		return fail(err)
