@@ -311,10 +311,10 @@ func TestFaultInstallCancelled(t *testing.T) {
 	must(t, tw.Close())
 	must(t, gz.Close())
 	reg := newACPRegistry(t, "")
-	reg.files["slow.tar.gz"] = buf.Bytes()
+	reg.setFile("slow.tar.gz", buf.Bytes())
 	target := `{"archive":"` + reg.URL + `/files/slow.tar.gz","cmd":"./bin/slow-agent"}`
-	reg.doc = `{"agents":[{"id":"slow-agent","version":"1.0.0","distribution":{"binary":{` +
-		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`
+	reg.setDoc(`{"agents":[{"id":"slow-agent","version":"1.0.0","distribution":{"binary":{` +
+		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`)
 
 	home := t.TempDir()
 	data := filepath.Join(home, ".local", "share")

@@ -372,10 +372,10 @@ func TestFaultConfigDirectoryFIFO(t *testing.T) {
 // is "full": every write stops with 507 and leaves nothing.
 func TestFaultMinFree(t *testing.T) {
 	reg := newACPRegistry(t, "")
-	reg.files["shell-agent-linux.tar.gz"] = shellAgentTarGz(t)
+	reg.setFile("shell-agent-linux.tar.gz", shellAgentTarGz(t))
 	target := `{"archive":"` + reg.URL + `/files/shell-agent-linux.tar.gz","cmd":"./bin/shell-agent"}`
-	reg.doc = `{"agents":[{"id":"shell-agent","version":"0.9.0","distribution":{"binary":{` +
-		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`
+	reg.setDoc(`{"agents":[{"id":"shell-agent","version":"0.9.0","distribution":{"binary":{` +
+		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`)
 	d := harness.Start(t, harness.Options{Args: []string{"--min-free", strconv.FormatInt(1<<62, 10)}, Env: reg.env()})
 	before := diskUse(t, d.Home)
 
@@ -626,10 +626,10 @@ func TestFaultInstallArchiveLinkChain(t *testing.T) {
 	tw.Close()
 	gz.Close()
 	reg := newACPRegistry(t, "")
-	reg.files["chain.tar.gz"] = buf.Bytes()
+	reg.setFile("chain.tar.gz", buf.Bytes())
 	target := `{"archive":"` + reg.URL + `/files/chain.tar.gz","cmd":"./bin/chain-agent"}`
-	reg.doc = `{"agents":[{"id":"chain-agent","version":"1.0.0","distribution":{"binary":{` +
-		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`
+	reg.setDoc(`{"agents":[{"id":"chain-agent","version":"1.0.0","distribution":{"binary":{` +
+		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`)
 	d := harness.Start(t, harness.Options{Env: reg.env()})
 	st, h, body := d.Do("POST", "/v1/agents/chain-agent/install", []byte("{}"), "Content-Type", "application/json")
 	p := problemOf(t, st, h, body)

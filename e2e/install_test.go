@@ -116,6 +116,22 @@ func newACPRegistry(t *testing.T, doc string) *acpRegistry {
 	return r
 }
 
+// setDoc replaces the registry document. The registry's handler runs on
+// the server's goroutines while daemons are hitting it, so what it serves
+// is changed under its lock only.
+func (r *acpRegistry) setDoc(doc string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.doc = doc
+}
+
+// setFile serves b under /files/name.
+func (r *acpRegistry) setFile(name string, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.files[name] = b
+}
+
 func (r *acpRegistry) env() []string {
 	return []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + r.URL + "/registry.json"}
 }
@@ -215,10 +231,10 @@ func TestInstallEndpoint(t *testing.T) {
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, "")
-	reg.files["shell-agent-linux.tar.gz"] = shellAgentTarGz(t)
+	reg.setFile("shell-agent-linux.tar.gz", shellAgentTarGz(t))
 	binTarget := `{"archive":"` + reg.URL + `/files/shell-agent-linux.tar.gz","cmd":"./bin/shell-agent"}`
-	reg.doc = `{"agents":[` + npxEntry("codex-acp", tgz) + `,{"id":"shell-agent","version":"0.9.0","distribution":{"binary":{` +
-		`"linux-x86_64":` + binTarget + `,"linux-aarch64":` + binTarget + `,"darwin-aarch64":` + binTarget + `,"darwin-x86_64":` + binTarget + `}}}]}`
+	reg.setDoc(`{"agents":[` + npxEntry("codex-acp", tgz) + `,{"id":"shell-agent","version":"0.9.0","distribution":{"binary":{` +
+		`"linux-x86_64":` + binTarget + `,"linux-aarch64":` + binTarget + `,"darwin-aarch64":` + binTarget + `,"darwin-x86_64":` + binTarget + `}}}]}`)
 	// The fallback case below must not reach the real npm registry; every
 	// other install here is of a local tarball.
 	env := append(reg.env(), npmCacheEnv()...)
