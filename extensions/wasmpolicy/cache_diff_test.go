@@ -85,8 +85,12 @@ func (p diffPair) close() {
 	}
 }
 
-// check decides r with both chains and fails t when they differ.
-func (p diffPair) check(t testing.TB, r domain.AuthRequest) {
+// check decides r with both chains and fails t when they differ. It also
+// decides r without its body's fields (AuthorizeWithoutBody, which stands
+// on the same promise as the cache) and, when the chain says it could,
+// fails t unless that is the decision of the whole request. It returns
+// whether the chain could.
+func (p diffPair) check(t testing.TB, r domain.AuthRequest) (bodyless bool) {
 	t.Helper()
 	ctx := context.Background()
 	want, werr := p.uncached.Authorize(ctx, r)
@@ -95,6 +99,15 @@ func (p diffPair) check(t testing.TB, r domain.AuthRequest) {
 		t.Fatalf("the cache changed a decision\nrequest:  %+v (headers %q, query %q)\ncached:   %+v, %v\nuncached: %+v, %v",
 			r, r.Headers, r.Query, got, gerr, want, werr)
 	}
+	d, ok, err := p.cached.AuthorizeWithoutBody(ctx, r)
+	if err != nil {
+		t.Fatalf("without body: %v", err)
+	}
+	if ok && d != want {
+		t.Fatalf("decided without the body otherwise than whole\nrequest:      %+v (headers %q, query %q)\nwithout body: %+v\nwhole:        %+v",
+			r, r.Headers, r.Query, d, want)
+	}
+	return ok
 }
 
 // moduleCalls is how many times a set's policies ran their modules.
@@ -233,12 +246,20 @@ func FuzzDecisionCache(f *testing.F) {
 func TestDecisionCacheDifferential(t *testing.T) {
 	pair := loadDiffPair(t)
 	cached0, uncached0 := moduleCalls(pair.cached), moduleCalls(pair.uncached)
-	n := 0
+	n, bodyless := 0, 0
 	for seed := range uint64(16) {
 		for _, r := range requestsFrom(randomBytes(seed, 1536)) {
-			pair.check(t, r)
+			if pair.check(t, r) {
+				bodyless++
+			}
 			n++
 		}
+	}
+	// Both outcomes of AuthorizeWithoutBody must be common for its check
+	// to mean something.
+	t.Logf("%d of %d decided without the body", bodyless, n)
+	if bodyless < n/10 || n-bodyless < n/10 {
+		t.Errorf("%d of %d requests decided without the body: too few of one kind to test it", bodyless, n)
 	}
 	cached, uncached := moduleCalls(pair.cached)-cached0, moduleCalls(pair.uncached)-uncached0
 	t.Logf("%d requests: %d module calls with the cache, %d without", n, cached, uncached)
@@ -255,4 +276,59 @@ func randomBytes(seed uint64, n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// AuthorizeWithoutBody decides only what the policies can show does not
+// depend on the body's fields: a cacheable decision that did not read
+// them. Not a decision that read them, nor one of a policy that does not
+// declare its decisions cacheable, or whose promise the operator refused
+// (cache=off), nor one made after copying the whole request.
+func TestAuthorizeWithoutBody(t *testing.T) {
+	ctx := context.Background()
+	sets := map[string]*Set{}
+	ask := func(spec Spec, r domain.AuthRequest) (domain.Decision, bool) {
+		t.Helper()
+		key := fmt.Sprintf("%s %s %v", spec.Path, spec.Config, spec.NoCache)
+		if sets[key] == nil {
+			sets[key], _ = load(t, spec)
+		}
+		d, ok, err := sets[key].AuthorizeWithoutBody(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, ok
+	}
+	fixture := func(mode string) domain.AuthRequest {
+		return domain.AuthRequest{Method: "POST", Headers: map[string][]string{"x-fixture": {mode}, "x-principal": {"alice"}},
+			FSDest: "/from/the/body", RPC: &domain.RPCInfo{Kind: "request", Method: "session/prompt"}}
+	}
+	cacheable := Spec{Path: fixtureWasm, Config: []byte(`{"cache": true}`)}
+	if d, ok := ask(cacheable, fixture("grant")); !ok || d.Verdict != domain.Grant || d.Principal != "alice" {
+		t.Errorf("a cacheable grant reading headers only: %+v, %v", d, ok)
+	}
+	if d, ok := ask(cacheable, fixture("pass")); !ok || d.Verdict != domain.Pass {
+		t.Errorf("a cacheable pass: %+v, %v", d, ok)
+	}
+	if _, ok := ask(cacheable, fixture("echo")); ok {
+		t.Error("decided after copying the whole request")
+	}
+	if _, ok := ask(Spec{Path: fixtureWasm}, fixture("grant")); ok {
+		t.Error("decided by a policy that does not declare its decisions cacheable")
+	}
+	if _, ok := ask(Spec{Path: fixtureWasm, Config: []byte(`{"cache": true}`), NoCache: true}, fixture("grant")); ok {
+		t.Error("decided by a cache=off policy")
+	}
+	prompt := domain.AuthRequest{Action: domain.ActionACPSend, RPC: &domain.RPCInfo{Kind: "request", ID: "1", Method: "session/prompt"}}
+	if _, ok := ask(Spec{Path: exampleWasm["denymethods"], Config: []byte(`{"deny": ["session/prompt"]}`)}, prompt); ok {
+		t.Error("denymethods decided without the RPC method it reads")
+	}
+	ro := Spec{Path: exampleWasm["readonly"], Config: []byte(`{"tokens": {"tok": "ro"}}`)}
+	prompt.Headers = map[string][]string{"authorization": {"Bearer tok"}}
+	if d, ok := ask(ro, prompt); !ok || d.Verdict != domain.Grant {
+		t.Errorf("readonly (reads the token and the actions): %+v, %v", d, ok)
+	}
+	prompt.Headers = map[string][]string{"authorization": {"Bearer stranger"}}
+	if d, ok := ask(ro, prompt); !ok || d.Verdict != domain.Pass {
+		t.Errorf("readonly, another token: %+v, %v", d, ok)
+	}
 }
