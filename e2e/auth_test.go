@@ -22,6 +22,7 @@ import (
 // The no-cors attacks of issue 11: a page on another site cannot change
 // anything on a daemon without a token, and DNS rebinding is refused.
 func TestBrowserSafety(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"-O", "https://app.example"}})
 	evil := []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}
 	for _, c := range []struct {
@@ -96,6 +97,7 @@ func doHost(d *harness.Daemon, method, path, body string, headers ...string) (in
 
 // Headers over the limit get a problem, not net/http's text/plain.
 func TestHeadersTooLarge(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	c, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
 	if err != nil {
@@ -127,6 +129,7 @@ func TestHeadersTooLarge(t *testing.T) {
 // reload that fails keeps the previous tokens. A missing or empty file
 // stops the daemon at start.
 func TestTokenFile(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tokens")
 	write := func(s string) {
 		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
@@ -170,6 +173,7 @@ func TestTokenFile(t *testing.T) {
 // SANDBOX_AGENT_TOKEN works like --token, and no agent inherits it, nor
 // learns the token file.
 func TestTokenNotInherited(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	agents := filepath.Join(home, "agents.json")
 	self := harness.Binary
@@ -199,6 +203,7 @@ func TestTokenNotInherited(t *testing.T) {
 // read timed out. Without policies, and with a policy (readonly) whose
 // decisions do not read the fields a body describes.
 func TestUnauthenticatedBodyNotAwaited(t *testing.T) {
+	t.Parallel()
 	requests := []struct{ method, path, ctype string }{
 		{"POST", "/v1/fs/move", "application/json"},
 		{"PUT", "/v1/fs/file?path=x", "application/octet-stream"},

@@ -117,6 +117,7 @@ func checkDeep(t *testing.T, dir string) {
 // under --fs-root, and again into the tree they made (a merge of every
 // level). No time is asserted: the daemon's CPU time is logged.
 func TestFaultDeepUpload(t *testing.T) {
+	t.Parallel()
 	deep := deepArchive(t)
 	var files []tarHeader
 	for i := range 200 {
@@ -164,6 +165,7 @@ func TestFaultDeepUpload(t *testing.T) {
 // 400 with the limit in the detail and leaves nothing; one at the limit
 // lands. A limit below 1 does not start.
 func TestFaultExtractDepthLimit(t *testing.T) {
+	t.Parallel()
 	one := func(depth int) []byte { return tarOf(t, fileEntry(strings.Repeat("a/", depth-1)+"f", "x")) }
 	for _, tc := range []struct {
 		args  []string
@@ -213,6 +215,7 @@ func (c countingWriter) Write(p []byte) (int, error) {
 // work went on for a minute), and the daemon is idle after. The bound is
 // in CPU time, not wall time: a loaded machine slows it, never fails it.
 func TestFaultUploadDisconnectStops(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	pid := d.Cmd.Process.Pid
 	pr, pw := io.Pipe()
@@ -292,6 +295,7 @@ func TestFaultUploadDisconnectStops(t *testing.T) {
 // outlive the client that asked on purpose: a half-finished install helps
 // nobody; the extractor stops on their context all the same.)
 func TestFaultInstallCancelled(t *testing.T) {
+	t.Parallel()
 	script := "#!/bin/sh\nwhile read -r line; do :; done\n"
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)

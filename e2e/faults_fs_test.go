@@ -122,6 +122,7 @@ func noStage(t *testing.T, dir string) {
 // size is counted before a byte is written, and a sparse entry under the
 // limits is refused.
 func TestFaultSparseUpload(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		logical   int64
@@ -169,6 +170,7 @@ func TestFaultSparseUpload(t *testing.T) {
 // the target existed or not, the refusal came from a name, a limit or a
 // client that went away.
 func TestFaultUploadAllOrNothing(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--max-extract", "1000"}})
 	bad := tarball(t, [3]string{"ok1", "one", ""}, [3]string{"ok2", "two", ""}, [3]string{"../bad", "x", ""})
 
@@ -269,6 +271,7 @@ func TestFaultUploadAllOrNothing(t *testing.T) {
 // TestFaultConfigFIFO: a FIFO where a directory's mcp.json should be. On
 // main the GET hung, holding the one lock of every config directory.
 func TestFaultConfigFIFO(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	stuck := filepath.Join(d.Home, "stuck")
 	if err := os.MkdirAll(filepath.Join(stuck, ".sandbox-agent", "config"), 0o755); err != nil {
@@ -334,6 +337,7 @@ func TestFaultConfigFIFO(t *testing.T) {
 // directory should be is the client's mistake: 400 invalid_request naming
 // it, at once, for every config route; it was a 502.
 func TestFaultConfigDirectoryFIFO(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	fifo := filepath.Join(d.Home, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
@@ -371,6 +375,7 @@ func TestFaultConfigDirectoryFIFO(t *testing.T) {
 // TestFaultMinFree: with --min-free larger than any disk, the filesystem
 // is "full": every write stops with 507 and leaves nothing.
 func TestFaultMinFree(t *testing.T) {
+	t.Parallel()
 	reg := newACPRegistry(t, "")
 	reg.setFile("shell-agent-linux.tar.gz", shellAgentTarGz(t))
 	target := `{"archive":"` + reg.URL + `/files/shell-agent-linux.tar.gz","cmd":"./bin/shell-agent"}`
@@ -411,6 +416,7 @@ func TestFaultMinFree(t *testing.T) {
 // streamed PUT (no Content-Length), so only the periodic check can see it:
 // the write stops with 507 and its temporary file is removed.
 func TestFaultMinFreeWhileWriting(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(home, &st); err != nil {
@@ -454,6 +460,7 @@ func TestFaultMinFreeWhileWriting(t *testing.T) {
 
 // TestFaultFSSmall: the small fs answers of issue 11.
 func TestFaultFSSmall(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	if st, _, body := d.Do("PUT", "/v1/fs/file?path=ten.txt", []byte("0123456789")); st != 200 {
 		t.Fatalf("put: %d %s", st, body)
@@ -600,6 +607,7 @@ func TestFaultFSSmall(t *testing.T) {
 // the installer's own extractor wrote l/escaped.txt next to the install;
 // now the install fails and nothing is written.
 func TestFaultInstallArchiveLinkChain(t *testing.T) {
+	t.Parallel()
 	script := "#!/bin/sh\nwhile read -r line; do :; done\n"
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -652,6 +660,7 @@ func TestFaultInstallArchiveLinkChain(t *testing.T) {
 // they are hard links: nothing is written again, and --max-extract 1 MiB
 // is not reached.
 func TestFaultHardLinkAmplification(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	body := bytes.Repeat([]byte("h"), 512<<10)

@@ -157,6 +157,7 @@ const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pro
 // registry and starts it; concurrent first POSTs install once; later
 // instances reuse the install.
 func TestLazyInstall(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t) // node runs the fixture agent
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, `{"version":"1","agents":[`+npxEntry("claude-acp", tgz)+`,`+npxEntry("amp-acp", tgz)+`,`+npxEntry("fixture-agent", tgz)+`]}`)
@@ -228,6 +229,7 @@ func TestLazyInstall(t *testing.T) {
 // TestInstallEndpoint: explicit installs, provenance, idempotence,
 // reinstall, binary archives, fallback when the registry has no entry.
 func TestInstallEndpoint(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, "")
@@ -304,6 +306,7 @@ func deadNPMRegistry(t *testing.T) string {
 
 // TestInstallFailures: an unreachable registry and preinstall-only mode.
 func TestInstallFailures(t *testing.T) {
+	t.Parallel()
 	dead := deadNPMRegistry(t)
 	t.Run("unreachable registry", func(t *testing.T) {
 		d := harness.Start(t, harness.Options{Env: []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + dead + "registry.json"}})
@@ -335,6 +338,7 @@ func TestInstallFailures(t *testing.T) {
 // TestInstallCLI: install-agent installs without a daemon, with progress on
 // stderr; "api agents" talks to a daemon.
 func TestInstallCLI(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, `{"agents":[`+npxEntry("claude-acp", tgz)+`]}`)

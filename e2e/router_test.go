@@ -121,6 +121,7 @@ func routerDo(t *testing.T, method, target string, body string, headers []string
 // and requests reach the sandbox they name: plain requests, the event
 // stream, a WebSocket and a file upload.
 func TestBehindSandboxRouter(t *testing.T) {
+	t.Parallel()
 	daemons := map[string]*harness.Daemon{}
 	tokens := map[string]string{"sb-a": "token-a", "sb-b": "token-b"}
 	for id, tok := range tokens {
