@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -64,11 +65,15 @@ func loadDiffPair(t testing.TB) diffPair {
 		for i := range off {
 			on[i].CallTimeout, off[i].CallTimeout, off[i].NoCache = relaxed, relaxed, true
 		}
+		// The two chains load at once: starting a Go guest is CPU work
+		// of its own (its runtime initialises), and there are twelve.
 		h := testHost(t)
-		if sharedDiff.cached, diffErr = h.Load(context.Background(), on); diffErr != nil {
-			return
-		}
-		sharedDiff.uncached, diffErr = h.Load(context.Background(), off)
+		var wg sync.WaitGroup
+		var errOff error
+		wg.Go(func() { sharedDiff.uncached, errOff = h.Load(context.Background(), off) })
+		sharedDiff.cached, diffErr = h.Load(context.Background(), on)
+		wg.Wait()
+		diffErr = errors.Join(diffErr, errOff)
 	})
 	if diffErr != nil {
 		t.Fatalf("load: %v", diffErr)
@@ -282,53 +287,54 @@ func randomBytes(seed uint64, n int) []byte {
 // depend on the body's fields: a cacheable decision that did not read
 // them. Not a decision that read them, nor one of a policy that does not
 // declare its decisions cacheable, or whose promise the operator refused
-// (cache=off), nor one made after copying the whole request.
+// (cache=off), nor one made after copying the whole request. The policies
+// are those of the differential's chains, asked alone (a Set of one,
+// never closed: the chains own them), but for the one not declaring its
+// decisions cacheable.
 func TestAuthorizeWithoutBody(t *testing.T) {
 	ctx := context.Background()
-	sets := map[string]*Set{}
-	ask := func(spec Spec, r domain.AuthRequest) (domain.Decision, bool) {
+	pair := loadDiffPair(t)
+	undeclared, _ := load(t, Spec{Path: fixtureWasm})
+	alone := func(p *Policy) *Set { return &Set{logger: p.logger, policies: []*Policy{p}} }
+	fixture, readonly, denymethods := alone(pair.cached.policies[0]), alone(pair.cached.policies[1]), alone(pair.cached.policies[4])
+	cacheOff := alone(pair.uncached.policies[0])
+	ask := func(set *Set, r domain.AuthRequest) (domain.Decision, bool) {
 		t.Helper()
-		key := fmt.Sprintf("%s %s %v", spec.Path, spec.Config, spec.NoCache)
-		if sets[key] == nil {
-			sets[key], _ = load(t, spec)
-		}
-		d, ok, err := sets[key].AuthorizeWithoutBody(ctx, r)
+		d, ok, err := set.AuthorizeWithoutBody(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d, ok
 	}
-	fixture := func(mode string) domain.AuthRequest {
+	withMode := func(mode string) domain.AuthRequest {
 		return domain.AuthRequest{Method: "POST", Headers: map[string][]string{"x-fixture": {mode}, "x-principal": {"alice"}},
 			FSDest: "/from/the/body", RPC: &domain.RPCInfo{Kind: "request", Method: "session/prompt"}}
 	}
-	cacheable := Spec{Path: fixtureWasm, Config: []byte(`{"cache": true}`)}
-	if d, ok := ask(cacheable, fixture("grant")); !ok || d.Verdict != domain.Grant || d.Principal != "alice" {
+	if d, ok := ask(fixture, withMode("grant")); !ok || d.Verdict != domain.Grant || d.Principal != "alice" {
 		t.Errorf("a cacheable grant reading headers only: %+v, %v", d, ok)
 	}
-	if d, ok := ask(cacheable, fixture("pass")); !ok || d.Verdict != domain.Pass {
+	if d, ok := ask(fixture, withMode("pass")); !ok || d.Verdict != domain.Pass {
 		t.Errorf("a cacheable pass: %+v, %v", d, ok)
 	}
-	if _, ok := ask(cacheable, fixture("echo")); ok {
+	if _, ok := ask(fixture, withMode("echo")); ok {
 		t.Error("decided after copying the whole request")
 	}
-	if _, ok := ask(Spec{Path: fixtureWasm}, fixture("grant")); ok {
+	if _, ok := ask(undeclared, withMode("grant")); ok {
 		t.Error("decided by a policy that does not declare its decisions cacheable")
 	}
-	if _, ok := ask(Spec{Path: fixtureWasm, Config: []byte(`{"cache": true}`), NoCache: true}, fixture("grant")); ok {
+	if _, ok := ask(cacheOff, withMode("grant")); ok {
 		t.Error("decided by a cache=off policy")
 	}
 	prompt := domain.AuthRequest{Action: domain.ActionACPSend, RPC: &domain.RPCInfo{Kind: "request", ID: "1", Method: "session/prompt"}}
-	if _, ok := ask(Spec{Path: exampleWasm["denymethods"], Config: []byte(`{"deny": ["session/prompt"]}`)}, prompt); ok {
+	if _, ok := ask(denymethods, prompt); ok {
 		t.Error("denymethods decided without the RPC method it reads")
 	}
-	ro := Spec{Path: exampleWasm["readonly"], Config: []byte(`{"tokens": {"tok": "ro"}}`)}
-	prompt.Headers = map[string][]string{"authorization": {"Bearer tok"}}
-	if d, ok := ask(ro, prompt); !ok || d.Verdict != domain.Grant {
+	prompt.Headers = map[string][]string{"authorization": {"Bearer tok-ro"}}
+	if d, ok := ask(readonly, prompt); !ok || d.Verdict != domain.Grant {
 		t.Errorf("readonly (reads the token and the actions): %+v, %v", d, ok)
 	}
 	prompt.Headers = map[string][]string{"authorization": {"Bearer stranger"}}
-	if d, ok := ask(ro, prompt); !ok || d.Verdict != domain.Pass {
+	if d, ok := ask(readonly, prompt); !ok || d.Verdict != domain.Pass {
 		t.Errorf("readonly, another token: %+v, %v", d, ok)
 	}
 }
