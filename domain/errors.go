@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 )
@@ -136,9 +137,7 @@ func Denied(d Decision) *Error {
 	if status < 400 || status > 599 {
 		status = 403
 	}
-	if msg == "" {
-		msg = "denied by policy"
-	}
+	msg = cmp.Or(msg, "denied by policy")
 	e := PermissionDenied(msg)
 	if status == 401 {
 		e = TokenInvalid(msg)

@@ -36,6 +36,7 @@ func parseProblem(t *testing.T, b []byte) problem {
 
 // TestACPChecks walks the checks of api.md 4.1 and 4.3 in their order.
 func TestACPChecks(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--max-acp-body", "1024"}, Env: []string{"SANDBOX_AGENT_REQUIRE_PREINSTALL=1"}})
 	if st, b := d.Post("/v1/acp/a?agent=mock", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -113,6 +114,7 @@ func TestACPChecks(t *testing.T) {
 // TestACPClassification: requests wait for their answer; everything else
 // is written and answered 202.
 func TestACPClassification(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	cases := []struct {
 		name, body string
@@ -140,6 +142,7 @@ func TestACPClassification(t *testing.T) {
 // TestACPByteForByte sends 10 MiB messages both ways and checks they arrive
 // unchanged, and that a pretty-printed body is compacted to one line.
 func TestACPByteForByte(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	blob := strings.Repeat("0123456789abcdef", (10<<20)/16)
 
@@ -182,6 +185,7 @@ func TestACPByteForByte(t *testing.T) {
 // TestACPSameIDs: 7 and "7" are different ids and may be in flight
 // together; a second in-flight 7 is a conflict instead of a hang.
 func TestACPSameIDs(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	if st, b := d.Post("/v1/acp/ids?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -212,6 +216,7 @@ func TestACPSameIDs(t *testing.T) {
 // TestACPTimeoutKeepsLateResponse: a request that times out answers 504 and
 // its late response still reaches the stream.
 func TestACPTimeoutKeepsLateResponse(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t), Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=200"}})
 	if st, b := d.Post("/v1/acp/to?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -237,6 +242,7 @@ func TestACPTimeoutKeepsLateResponse(t *testing.T) {
 // async ones with a JSON-RPC error on the stream, and the stream reports
 // the exit.
 func TestACPAgentExit(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--async-methods", "async/hang")})
 	if st, b := d.Post("/v1/acp/ex?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -294,6 +300,7 @@ func TestACPAgentExit(t *testing.T) {
 
 // TestACPInvalidStdout: a non-JSON line becomes _adapter/invalid_stdout.
 func TestACPInvalidStdout(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	if st, b := d.Post("/v1/acp/g?agent=test", `{"jsonrpc":"2.0","id":1,"method":"garbage"}`); st != 200 {
 		t.Fatalf("%d %s", st, b)
@@ -308,6 +315,7 @@ func TestACPInvalidStdout(t *testing.T) {
 
 // TestACPConcurrentBootstrap: simultaneous first POSTs create one instance.
 func TestACPConcurrentBootstrap(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	var wg sync.WaitGroup
 	statuses := make([]int, 16)
@@ -335,6 +343,7 @@ func TestACPConcurrentBootstrap(t *testing.T) {
 // TestACPSpawnFailure: a command that cannot start is a 502 and leaves
 // nothing registered.
 func TestACPSpawnFailure(t *testing.T) {
+	t.Parallel()
 	f := t.TempDir() + "/agents.json"
 	writeFile(t, f, `{"agents":[{"id":"broken","command":"/nonexistent/agent"}]}`)
 	d := harness.Start(t, harness.Options{Args: []string{"--agents-file", f}})
@@ -351,6 +360,7 @@ func TestACPSpawnFailure(t *testing.T) {
 // TestACPMultiInstanceIsolation: two ids running the same agent have their
 // own process, sequence numbers and streams.
 func TestACPMultiInstanceIsolation(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	for _, id := range []string{"server-a", "server-b"} {
 		if st, b := d.Post("/v1/acp/"+id+"?agent=mock", initMsg); st != 200 {

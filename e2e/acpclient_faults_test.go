@@ -211,6 +211,7 @@ func openSession(t *testing.T, w io.Writer, lr *lineReader) string {
 // gone, answers the pending prompt with a JSON-RPC error and exits 1
 // saying why.
 func TestBridgeDaemonRestartedMidTurn(t *testing.T) {
+	t.Parallel()
 	d1 := harness.Start(t, harness.Options{})
 	proxy := startProxy(t, d1.URL)
 	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
@@ -243,6 +244,7 @@ func TestBridgeDaemonRestartedMidTurn(t *testing.T) {
 // --reconnect-timeout ends the bridge with exit 1, the pending request
 // answered with an error.
 func TestBridgeDaemonGone(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	proxy := startProxy(t, d.URL)
 	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "1s")
@@ -268,6 +270,7 @@ func TestBridgeDaemonGone(t *testing.T) {
 // Go client and through the bridge: every update arrives exactly once, in
 // order, then the result.
 func TestStreamCutMidBurst(t *testing.T) {
+	t.Parallel()
 	t.Run("go-client", func(t *testing.T) {
 		d := harness.Start(t, harness.Options{})
 		proxy := startProxy(t, d.URL)
@@ -326,6 +329,7 @@ func burstThroughCuts(t *testing.T, proxy *tcpProxy, w io.Writer, lr *lineReader
 // TestBridgeStdinClosedMidTurn: closing stdin during a turn ends the bridge
 // at once with exit 0 and deletes its instance (the agent stops).
 func TestBridgeStdinClosedMidTurn(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	pendingTurn(t, b, d)
@@ -342,6 +346,7 @@ func TestBridgeStdinClosedMidTurn(t *testing.T) {
 // and odd numbers, non-ASCII) reaches the agent unchanged, and the agent's
 // exact bytes reach the bridge's stdout.
 func TestBridgeByteForByte(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
 	b := startBridge(t, d, "--agent", "test")
 	lr := newLineReader(b.stdout)
@@ -377,6 +382,7 @@ func exitCode(err error) int {
 // TestBridgeSIGTERM: SIGTERM during a turn is a clean end too: exit 0, the
 // owned instance deleted.
 func TestBridgeSIGTERM(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	pendingTurn(t, b, d)
@@ -393,6 +399,7 @@ func TestBridgeSIGTERM(t *testing.T) {
 // local agent's death would: the pending prompt answered with an error
 // (once), exit 1 naming the exit code.
 func TestBridgeAgentExits(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	lr := newLineReader(b.stdout)
@@ -427,6 +434,7 @@ func TestBridgeAgentExits(t *testing.T) {
 // request timeout still gets the agent's response, once, not a timeout
 // error: a local agent has no such timeout.
 func TestBridgeLateResponse(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t), Env: []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=200"}})
 	b := startBridge(t, d, "--agent", "test")
 	lr := newLineReader(b.stdout)
@@ -455,6 +463,7 @@ func TestBridgeLateResponse(t *testing.T) {
 // TestBridgeToken: the bridge reads its token from --token-file (or
 // SANDBOX_AGENT_TOKEN); without one it exits 1 saying the daemon refused it.
 func TestBridgeToken(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--token", "s3cret"}})
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
@@ -481,6 +490,7 @@ func TestBridgeToken(t *testing.T) {
 // sandbox's daemon listens; it waits (up to --reconnect-timeout) instead of
 // failing at once.
 func TestBridgeStartsBeforeDaemon(t *testing.T) {
+	t.Parallel()
 	proxy := startProxy(t, "127.0.0.1:9") // nothing listens yet
 	b := startBridge(t, &harness.Daemon{URL: proxy.URL()}, "--agent", "mock", "--reconnect-timeout", "20s")
 	io.WriteString(b.stdin, initMsg+"\n")

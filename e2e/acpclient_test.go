@@ -174,6 +174,7 @@ func listServers(t *testing.T, d *harness.Daemon) []httpclient.ACPServer {
 // body is the result: the connection must still deliver it after the
 // updates, once.
 func TestGoClientSession(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, async string }{{"async-prompt", "session/prompt"}, {"all-sync", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := harness.Start(t, harness.Options{Args: []string{"--async-methods=" + tc.async}})
@@ -247,6 +248,7 @@ func (b *bridge) wait(t *testing.T, within time.Duration) error {
 // spawned as a child process, as an editor would, then closes its stdin:
 // it exits 0 and deletes the instance it created.
 func TestBridgeSession(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	b := startBridge(t, d, "--agent", "mock")
 	driveMockSession(t, b.stdin, b.stdout)
@@ -269,6 +271,7 @@ func TestBridgeSession(t *testing.T) {
 // instance, sees only what the agent writes from then on, and leaves the
 // instance running at exit.
 func TestBridgeAttach(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	if st, body := d.Post("/v1/acp/kept?agent=mock", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, body)
@@ -319,6 +322,7 @@ func readLine(t *testing.T, r io.Reader) string {
 // "sandbox-agent acp" as its agent over stdio and runs the session; the
 // bridge's instance is gone afterwards.
 func TestCompatBridgeTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	runNode(t, "acp-stdio-bridge.mjs", 90*time.Second, "BINARY="+harness.Binary, "ENDPOINT="+d.URL)
 	if s := listServers(t, d); len(s) != 0 {

@@ -116,6 +116,7 @@ func fakeGemini(t *testing.T, dir string) *httptest.Server {
 // session/new, a prompt, a tool call whose permission the client grants (the
 // file gets written), a streamed answer in order, cancel, close.
 func TestCompatACPStdRealAgent(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t)
 	gemini, err := filepath.Abs(filepath.Join("node_modules", "@google", "gemini-cli", "bundle", "gemini.js"))
 	if err != nil {

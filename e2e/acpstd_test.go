@@ -20,6 +20,7 @@ import (
 // initialize, session/new, a prompt, a permission request answered,
 // `stream 1000` in order, cancel, close (and the instance gone after).
 func TestCompatACPStd(t *testing.T) {
+	t.Parallel()
 	for _, tr := range []string{"http", "ws"} {
 		t.Run(tr, func(t *testing.T) {
 			d := harness.Start(t, harness.Options{})
@@ -51,6 +52,7 @@ func stdConnect(t *testing.T, d *harness.Daemon, headers ...string) string {
 // TestACPStdErrors checks every refusal of /acp/{agent}: status and a
 // problem+json body.
 func TestACPStdErrors(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	id := stdConnect(t, d)
 	sess := func() string {
@@ -162,6 +164,7 @@ func TestACPStdErrors(t *testing.T) {
 
 // TestACPStdToken: the bearer token guards /acp as it guards /v1.
 func TestACPStdToken(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--token", "s3cret"}})
 	for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}} {
 		st, hdr, b := d.Do(http.MethodPost, "/acp/mock", []byte(stdInit), append([]string{"Content-Type", "application/json"}, h...)...)
@@ -219,6 +222,7 @@ func TestACPStdToken(t *testing.T) {
 // messages (the TypeScript SDK opens one per session); the connection's
 // stream takes the rest; nothing goes out twice; Last-Event-ID resumes.
 func TestACPStdSessionStreams(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	id := stdConnect(t, d)
 	conn := d.Stream("/acp/mock", "Acp-Connection-Id", id)
@@ -300,6 +304,7 @@ func TestACPStdSessionStreams(t *testing.T) {
 // port, SSE included, and the standard transport works over one HTTP/2
 // connection; HTTP/1.1 still works beside it.
 func TestH2C(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)

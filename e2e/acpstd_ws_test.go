@@ -59,6 +59,7 @@ func waitUnlisted(t *testing.T, d *harness.Daemon, id string, within time.Durati
 
 // TestACPStdWebSocketProtocol: the rules of the socket itself.
 func TestACPStdWebSocketProtocol(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	t.Run("first message must be initialize", func(t *testing.T) {
 		c, err := dialWS(t, wsURL(d, "mock"))
@@ -121,6 +122,7 @@ func TestACPStdWebSocketProtocol(t *testing.T) {
 // /v1/acp/{id} while its WebSocket is open closes the socket and stops the
 // agent.
 func TestACPStdWebSocketDeletedThroughV1(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	c, id := wsConnect(t, d)
 	_, _, b := d.Do(http.MethodGet, "/v1/acp", nil)
@@ -162,6 +164,7 @@ func TestACPStdWebSocketDeletedThroughV1(t *testing.T) {
 // agent floods it costs the daemon no more than the replay budget (the
 // event log is the only buffer), is cut, and slows nobody else down.
 func TestACPStdWebSocketSlowReader(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--replay-bytes", "1048576", "--stream-write-timeout", "3s")})
 	pid := d.Cmd.Process.Pid
 	rssBefore := statusKiB(t, pid, "VmRSS")
@@ -219,6 +222,7 @@ func TestACPStdWebSocketSlowReader(t *testing.T) {
 // agent well within the replay budget, is cut once one write has made no
 // progress for --stream-write-timeout.
 func TestACPStdWebSocketStalledWriter(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--replay-bytes", "134217728", "--stream-write-timeout", "2s")})
 	c, id := wsConnectTo(t, d, "test")
 	big := `{"jsonrpc":"2.0","method":"echo","params":{"pad":"` + strings.Repeat("x", 1<<20) + `"}}`

@@ -52,6 +52,7 @@ func builtinMock(t *testing.T, doc []byte) []byte {
 // order included), with and without ?config=true, but for the built-in
 // mock (builtinMock).
 func TestAgentsMatchReference(t *testing.T) {
+	t.Parallel()
 	reg := newACPRegistry(t, `{"agents":[]}`)
 	d := harness.Start(t, harness.Options{Env: append(reg.env(), noCredentials...)})
 
@@ -81,6 +82,7 @@ func TestAgentsMatchReference(t *testing.T) {
 // by the key in its auth file); serverStatus while an instance runs;
 // operator agents after the known ones.
 func TestAgentsCredentialsAndStatus(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o755); err != nil {
 		t.Fatal(err)
@@ -140,6 +142,7 @@ func TestAgentsCredentialsAndStatus(t *testing.T) {
 // against /v1/agents (list, get, install from a local ACP registry) and a
 // mock session.
 func TestCompatSDKAgents(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, `{"agents":[`+npxEntry("sdk-fixture", tgz)+`]}`)
@@ -159,6 +162,7 @@ func TestCompatSDKAgents(t *testing.T) {
 // the real agent answers initialize. SANDBOX_AGENT_E2E_OFFLINE=1 skips it
 // on machines without the npm registry.
 func TestRealAgentInstall(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("SANDBOX_AGENT_E2E_OFFLINE") == "1" {
 		t.Skip("SANDBOX_AGENT_E2E_OFFLINE=1")
 	}

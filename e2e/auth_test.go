@@ -22,6 +22,7 @@ import (
 // The no-cors attacks of issue 11: a page on another site cannot change
 // anything on a daemon without a token, and DNS rebinding is refused.
 func TestBrowserSafety(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"-O", "https://app.example"}})
 	evil := []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}
 	for _, c := range []struct {
@@ -96,6 +97,7 @@ func doHost(d *harness.Daemon, method, path, body string, headers ...string) (in
 
 // Headers over the limit get a problem, not net/http's text/plain.
 func TestHeadersTooLarge(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	c, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
 	if err != nil {
@@ -127,6 +129,7 @@ func TestHeadersTooLarge(t *testing.T) {
 // reload that fails keeps the previous tokens. A missing or empty file
 // stops the daemon at start.
 func TestTokenFile(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tokens")
 	write := func(s string) {
 		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
@@ -170,6 +173,7 @@ func TestTokenFile(t *testing.T) {
 // SANDBOX_AGENT_TOKEN works like --token, and no agent inherits it, nor
 // learns the token file.
 func TestTokenNotInherited(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	agents := filepath.Join(home, "agents.json")
 	self := harness.Binary
@@ -190,5 +194,64 @@ func TestTokenNotInherited(t *testing.T) {
 	}
 	if strings.Contains(string(env), "env-secret-tok") || strings.Contains(string(env), "SANDBOX_AGENT_TOKEN") {
 		t.Errorf("the agent inherited the token:\n%s", env)
+	}
+}
+
+// An unauthenticated request is answered 401 without waiting for its body:
+// each request below declares a megabyte of body and sends none, so a
+// daemon that read the body before refusing would answer only when its
+// read timed out. Without policies, and with a policy (readonly) whose
+// decisions do not read the fields a body describes.
+func TestUnauthenticatedBodyNotAwaited(t *testing.T) {
+	t.Parallel()
+	requests := []struct{ method, path, ctype string }{
+		{"POST", "/v1/fs/move", "application/json"},
+		{"PUT", "/v1/fs/file?path=x", "application/octet-stream"},
+		{"POST", "/v1/fs/upload-batch?path=x", "application/x-tar"},
+		{"PUT", "/v1/config/mcp?directory=d&mcpName=m", "application/json"},
+		{"POST", "/v1/processes", "application/json"},
+		{"POST", "/v1/processes/run", "application/json"},
+		{"POST", "/v1/processes/config", "application/json"},
+		{"POST", "/v1/processes/p1/input", "application/json"},
+		{"POST", "/v1/agents/mock/install", "application/json"},
+		{"POST", "/v1/acp/s1?agent=mock", "application/json"},
+		{"POST", "/acp/mock", "application/json"},
+	}
+	for _, c := range []struct {
+		name   string
+		daemon func(t *testing.T) *harness.Daemon
+	}{
+		{"token", func(t *testing.T) *harness.Daemon {
+			return harness.Start(t, harness.Options{Args: withAdminFile(t)})
+		}},
+		{"token and readonly policy", func(t *testing.T) *harness.Daemon {
+			return policyDaemon(t, "readonly", `{"tokens": {"viewer": "viewer-1"}}`, withAdminFile(t)...)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.daemon(t)
+			for _, r := range requests {
+				for _, auth := range []string{"", "Authorization: Bearer wrong\r\n"} {
+					conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, err = io.WriteString(conn, r.method+" "+r.path+" HTTP/1.1\r\nHost: "+strings.TrimPrefix(d.URL, "http://")+
+						"\r\nContent-Type: "+r.ctype+"\r\nContent-Length: 1048576\r\n"+auth+"\r\n")
+					if err != nil {
+						t.Fatal(err)
+					}
+					_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+					resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+					switch {
+					case err != nil:
+						t.Errorf("%s %s (%q): no answer without the body: %v", r.method, r.path, auth, err)
+					case resp.StatusCode != http.StatusUnauthorized:
+						t.Errorf("%s %s (%q): status %d, want 401", r.method, r.path, auth, resp.StatusCode)
+					}
+					conn.Close()
+				}
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ var malformedLines = []struct{ send, want string }{
 // (the same bytes), and goes on: the requests between them are answered
 // and stdin's end is a clean exit.
 func TestBridgeAnswersMalformedLines(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	for _, path := range []struct {
 		name string
@@ -61,6 +62,7 @@ func TestBridgeAnswersMalformedLines(t *testing.T) {
 // given answer meets a line half written is timing; the unit test
 // TestStdoutLinesAnswerBetweenLines makes that case certain.)
 func TestBridgeAnswerMidStream(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	p := bridgePeer(t, d)
 	p.send(t, initMsg)

@@ -13,6 +13,7 @@ import (
 
 // TestCLIAPIACP drives a daemon with `sandbox-agent api acp ...`.
 func TestCLIAPIACP(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--token", "tok"}})
 	run := func(stdin string, args ...string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -11,6 +11,7 @@ import (
 // daemon: initialize, new session, prompts with streamed updates, a
 // permission request answered, cancel, an extension request, disconnect.
 func TestCompatACPHTTPClient(t *testing.T) {
+	t.Parallel()
 	t.Run("no token", func(t *testing.T) {
 		d := harness.Start(t, harness.Options{})
 		runNode(t, "acp-http-client.mjs", 60*time.Second, "BASE_URL="+d.URL)

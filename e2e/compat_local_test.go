@@ -13,6 +13,7 @@ import (
 // exact flags its local launcher passes, runs a mock session through it,
 // and stops it with SIGTERM; nothing of the daemon's agents is left.
 func TestCompatSDKLocalLauncher(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	out := runNode(t, "sdk-local.mjs", 60*time.Second, "BINARY="+harness.Binary, "HOME="+home, "XDG_DATA_HOME="+home+"/.local/share",
 		"SANDBOX_AGENT_ACP_REGISTRY_URL=http://127.0.0.1:9/registry.json")

@@ -13,6 +13,7 @@ import (
 // default backend: <directory>/.sandbox-agent/config/*.json, a relative
 // directory resolving against the daemon's working directory.
 func TestConfigOnDisk(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{}) // working directory: d.Home
 	json := []string{"Content-Type", "application/json"}
 
@@ -106,6 +107,7 @@ func TestConfigOnDisk(t *testing.T) {
 // TestConfigUnderFSRoot checks that --fs-root confines config files too:
 // relative directories resolve against the root, and none can leave it.
 func TestConfigUnderFSRoot(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	root := filepath.Join(parent, "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {

@@ -31,6 +31,7 @@ import (
 // --read-idle-timeout as an HTTP/1.1 body would be (408); the daemon's
 // descriptors stay bounded throughout.
 func TestFaultH2Streams(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--max-conns", "5", "--read-idle-timeout", "2s", "--log-level", "info"}})
 	pid := d.Cmd.Process.Pid
 	addr := strings.TrimPrefix(d.URL, "http://")
@@ -176,6 +177,7 @@ func wsOutcome(c *wsClient, timeout time.Duration) string {
 // --max-acp-body with 1009, the rest reach the agent; the daemon stays
 // under its memory bound, and every charge is given back.
 func TestFaultWebSocketMessagesCharged(t *testing.T) {
+	t.Parallel()
 	b := rowBudgets()
 	clients, size, maxBody := 20, 6<<20, int64(8<<20)
 	if issueSizes() {
@@ -227,6 +229,7 @@ func TestFaultWebSocketMessagesCharged(t *testing.T) {
 // + 4 KiB) and charged as it arrives: past it the socket is closed with
 // 1009 after at most that much was read, never buffered whole.
 func TestFaultTerminalInputCharged(t *testing.T) {
+	t.Parallel()
 	b := rowBudgets()
 	clients, size := 30, 2<<20
 	if issueSizes() {
@@ -293,6 +296,7 @@ func TestFaultTerminalInputCharged(t *testing.T) {
 // allows is refused on its Content-Length (413, nothing read); one without
 // a length is cut where it passes it; neither is read whole first.
 func TestFaultProcessInputCharged(t *testing.T) {
+	t.Parallel()
 	b := rowBudgets()
 	clients, size := 20, 5<<20
 	if issueSizes() {
@@ -354,6 +358,7 @@ func (r repeatReader) Read(p []byte) (int, error) {
 // logs lose their oldest entries (readers get a gap) and the daemon stays
 // under its bound. Values past a --process-max-* flag are refused (400).
 func TestFaultProcessLogsBudget(t *testing.T) {
+	t.Parallel()
 	b := rowBudgets()
 	procs, size := 8, 10_000_000
 	if issueSizes() {
@@ -420,6 +425,7 @@ func TestFaultProcessLogsBudget(t *testing.T) {
 // 25 did). On /acp/{agent}, a connection id of the admin's test
 // connection reached through alice's /acp/mock is 404, never delivered.
 func TestFaultJudgedAgentRace(t *testing.T) {
+	t.Parallel()
 	d := policyDaemon(t, "agenttokens", `{"tokens": {"alice": {"label": "alice", "agents": ["mock"]}}}`,
 		append(withAdminFile(t), harness.WithTestAgent(t, "--log-level", "info")...)...)
 	post := func(token, path, body string, headers ...string) (int, string) {
@@ -495,6 +501,7 @@ func TestFaultJudgedAgentRace(t *testing.T) {
 // anything acts on either (the daemon routed and checked A while the Go
 // mock acted on B).
 func TestFaultAmbiguousParams(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--log-level", "info"}})
 	if st, b := d.Post("/v1/acp/amb?agent=mock", initMsg); st != 200 {
 		t.Fatalf("initialize: %d %s", st, b)

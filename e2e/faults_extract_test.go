@@ -7,6 +7,7 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -35,9 +36,7 @@ func tarOf(t testing.TB, entries ...tarHeader) []byte {
 		if h.Typeflag == tar.TypeReg {
 			h.Size = int64(len(e.body))
 		}
-		if h.Mode == 0 {
-			h.Mode = 0o644
-		}
+		h.Mode = cmp.Or(h.Mode, 0o644)
 		if err := tw.WriteHeader(&h); err != nil {
 			t.Fatal(err)
 		}
@@ -118,6 +117,7 @@ func checkDeep(t *testing.T, dir string) {
 // under --fs-root, and again into the tree they made (a merge of every
 // level). No time is asserted: the daemon's CPU time is logged.
 func TestFaultDeepUpload(t *testing.T) {
+	t.Parallel()
 	deep := deepArchive(t)
 	var files []tarHeader
 	for i := range 200 {
@@ -165,6 +165,7 @@ func TestFaultDeepUpload(t *testing.T) {
 // 400 with the limit in the detail and leaves nothing; one at the limit
 // lands. A limit below 1 does not start.
 func TestFaultExtractDepthLimit(t *testing.T) {
+	t.Parallel()
 	one := func(depth int) []byte { return tarOf(t, fileEntry(strings.Repeat("a/", depth-1)+"f", "x")) }
 	for _, tc := range []struct {
 		args  []string
@@ -214,6 +215,7 @@ func (c countingWriter) Write(p []byte) (int, error) {
 // work went on for a minute), and the daemon is idle after. The bound is
 // in CPU time, not wall time: a loaded machine slows it, never fails it.
 func TestFaultUploadDisconnectStops(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	pid := d.Cmd.Process.Pid
 	pr, pw := io.Pipe()
@@ -293,6 +295,7 @@ func TestFaultUploadDisconnectStops(t *testing.T) {
 // outlive the client that asked on purpose: a half-finished install helps
 // nobody; the extractor stops on their context all the same.)
 func TestFaultInstallCancelled(t *testing.T) {
+	t.Parallel()
 	script := "#!/bin/sh\nwhile read -r line; do :; done\n"
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -312,10 +315,10 @@ func TestFaultInstallCancelled(t *testing.T) {
 	must(t, tw.Close())
 	must(t, gz.Close())
 	reg := newACPRegistry(t, "")
-	reg.files["slow.tar.gz"] = buf.Bytes()
+	reg.setFile("slow.tar.gz", buf.Bytes())
 	target := `{"archive":"` + reg.URL + `/files/slow.tar.gz","cmd":"./bin/slow-agent"}`
-	reg.doc = `{"agents":[{"id":"slow-agent","version":"1.0.0","distribution":{"binary":{` +
-		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`
+	reg.setDoc(`{"agents":[{"id":"slow-agent","version":"1.0.0","distribution":{"binary":{` +
+		`"linux-x86_64":` + target + `,"linux-aarch64":` + target + `}}}]}`)
 
 	home := t.TempDir()
 	data := filepath.Join(home, ".local", "share")

@@ -60,6 +60,7 @@ func waitResult(t *testing.T, ch <-chan postResult, limit time.Duration, what st
 // An agent killed with SIGKILL in the middle of a turn: pending requests
 // fail at once, the stream says so, the daemon carries on.
 func TestFaultAgentKilledMidTurn(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--async-methods", "turn/hang", "--log-level", "info")})
 	if st, b := d.Post("/v1/acp/k?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -112,6 +113,7 @@ func TestFaultAgentKilledMidTurn(t *testing.T) {
 // timeout with 502, concurrent writers are not stuck behind it, and the
 // rest of the daemon does not notice.
 func TestFaultWedgedAgent(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{
 		Args: harness.WithTestAgent(t, "--stdin-write-timeout", "1s", "--log-level", "info"),
 		Env:  []string{"SANDBOX_AGENT_ACP_REQUEST_TIMEOUT_MS=1500"},
@@ -168,6 +170,7 @@ func TestFaultWedgedAgent(t *testing.T) {
 // An agent flooding stderr: the daemon drains it without blocking the
 // agent, stays responsive, keeps a bounded tail and bounded memory.
 func TestFaultStderrFlood(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "info")})
 	if st, b := d.Post("/v1/acp/f?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -229,6 +232,7 @@ loop:
 // POST waits for the agent (the answer then counts as late), and in the
 // middle of a stream during a burst. None of it leaves anything behind.
 func TestFaultClientDisconnects(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "info")})
 	if st, b := d.Post("/v1/acp/c?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -296,6 +300,7 @@ func TestFaultClientDisconnects(t *testing.T) {
 // 1 000 spawn/DELETE cycles leave no zombie, no descriptor and no
 // goroutine behind.
 func TestFaultSpawnDeleteCycles(t *testing.T) {
+	t.Parallel()
 	// GOGC=off: no collection, so no finalizer closes a descriptor the
 	// daemon forgot; every one must be closed explicitly.
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--log-level", "warn"), Env: []string{"GOGC=off"}})

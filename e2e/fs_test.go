@@ -17,6 +17,7 @@ import (
 // TestCompatSDKFilesAndConfig runs the official TypeScript SDK's filesystem
 // and config calls against the daemon.
 func TestCompatSDKFilesAndConfig(t *testing.T) {
+	t.Parallel()
 	t.Run("no token", func(t *testing.T) {
 		d := harness.Start(t, harness.Options{})
 		runNode(t, "sdk-fs.mjs", 60*time.Second, "BASE_URL="+d.URL, "HOME_DIR="+d.Home)
@@ -61,6 +62,7 @@ func tarball(t *testing.T, entries ...[3]string) []byte {
 
 // TestFSHostBackend checks the default backend against the real disk.
 func TestFSHostBackend(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	st, _, body := d.Do("PUT", "/v1/fs/file?path=work/a.txt", []byte("0123456789"), "Content-Type", "application/octet-stream")
 	if st != 200 || string(body) != `{"path":"`+d.Home+`/work/a.txt","bytesWritten":10}`+"\n" {
@@ -145,6 +147,7 @@ func TestFSHostBackend(t *testing.T) {
 // TestFSMemoryBackend checks that --fs memory serves files that never
 // reach the disk.
 func TestFSMemoryBackend(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--fs", "memory"}})
 	if st, _, body := d.Do("PUT", "/v1/fs/file?path=mem.txt", []byte("in memory")); st != 200 {
 		t.Fatalf("put: %d %s", st, body)
@@ -237,6 +240,7 @@ func (r *rootRig) untouched(t *testing.T) {
 }
 
 func TestFSRootConfinement(t *testing.T) {
+	t.Parallel()
 	r := newRootRig(t)
 	d := r.d
 	out := func(p string) string { return filepath.Join(r.parent, p) }

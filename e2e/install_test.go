@@ -116,6 +116,22 @@ func newACPRegistry(t *testing.T, doc string) *acpRegistry {
 	return r
 }
 
+// setDoc replaces the registry document. The registry's handler runs on
+// the server's goroutines while daemons are hitting it, so what it serves
+// is changed under its lock only.
+func (r *acpRegistry) setDoc(doc string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.doc = doc
+}
+
+// setFile serves b under /files/name.
+func (r *acpRegistry) setFile(name string, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.files[name] = b
+}
+
 func (r *acpRegistry) env() []string {
 	return []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + r.URL + "/registry.json"}
 }
@@ -141,6 +157,7 @@ const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pro
 // registry and starts it; concurrent first POSTs install once; later
 // instances reuse the install.
 func TestLazyInstall(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t) // node runs the fixture agent
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, `{"version":"1","agents":[`+npxEntry("claude-acp", tgz)+`,`+npxEntry("amp-acp", tgz)+`,`+npxEntry("fixture-agent", tgz)+`]}`)
@@ -212,13 +229,14 @@ func TestLazyInstall(t *testing.T) {
 // TestInstallEndpoint: explicit installs, provenance, idempotence,
 // reinstall, binary archives, fallback when the registry has no entry.
 func TestInstallEndpoint(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, "")
-	reg.files["shell-agent-linux.tar.gz"] = shellAgentTarGz(t)
+	reg.setFile("shell-agent-linux.tar.gz", shellAgentTarGz(t))
 	binTarget := `{"archive":"` + reg.URL + `/files/shell-agent-linux.tar.gz","cmd":"./bin/shell-agent"}`
-	reg.doc = `{"agents":[` + npxEntry("codex-acp", tgz) + `,{"id":"shell-agent","version":"0.9.0","distribution":{"binary":{` +
-		`"linux-x86_64":` + binTarget + `,"linux-aarch64":` + binTarget + `,"darwin-aarch64":` + binTarget + `,"darwin-x86_64":` + binTarget + `}}}]}`
+	reg.setDoc(`{"agents":[` + npxEntry("codex-acp", tgz) + `,{"id":"shell-agent","version":"0.9.0","distribution":{"binary":{` +
+		`"linux-x86_64":` + binTarget + `,"linux-aarch64":` + binTarget + `,"darwin-aarch64":` + binTarget + `,"darwin-x86_64":` + binTarget + `}}}]}`)
 	// The fallback case below must not reach the real npm registry; every
 	// other install here is of a local tarball.
 	env := append(reg.env(), npmCacheEnv()...)
@@ -288,6 +306,7 @@ func deadNPMRegistry(t *testing.T) string {
 
 // TestInstallFailures: an unreachable registry and preinstall-only mode.
 func TestInstallFailures(t *testing.T) {
+	t.Parallel()
 	dead := deadNPMRegistry(t)
 	t.Run("unreachable registry", func(t *testing.T) {
 		d := harness.Start(t, harness.Options{Env: []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + dead + "registry.json"}})
@@ -319,6 +338,7 @@ func TestInstallFailures(t *testing.T) {
 // TestInstallCLI: install-agent installs without a daemon, with progress on
 // stderr; "api agents" talks to a daemon.
 func TestInstallCLI(t *testing.T) {
+	t.Parallel()
 	requireNodeModules(t)
 	tgz := fixturePackage(t)
 	reg := newACPRegistry(t, `{"agents":[`+npxEntry("claude-acp", tgz)+`]}`)

@@ -702,6 +702,7 @@ func (k *kit) run(stdio bool, fresh func() linePeer) {
 // skip), and a client sees the same messages, byte for byte, on every
 // path: the mock is deterministic and the daemon passes bytes through.
 func TestMockConformance(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	v1Instances := 0
 	paths := []struct {

@@ -52,6 +52,7 @@ func getMock(t *testing.T, d *harness.Daemon) mockListing {
 // one binary path, delete that binary, start the daemon from another path,
 // and the README's first curl answers 200.
 func TestMockInstall(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	first := copyBinary(t, t.TempDir())
 	d := harness.Start(t, harness.Options{Home: home, Binary: first})
@@ -87,6 +88,7 @@ func TestMockInstall(t *testing.T) {
 // run; the built-in mock answers instead. A launcher the user wrote (the
 // SDK's tests replace the mock so) is still used.
 func TestMockStaleLauncher(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := filepath.Join(home, ".local/share/sandbox-agent/bin/agent_processes")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

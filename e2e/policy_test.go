@@ -152,6 +152,7 @@ var strangers = []policyCheck{
 }
 
 func TestPolicyAgentTokens(t *testing.T) {
+	t.Parallel()
 	d := policyDaemon(t, "agenttokens", `{"tokens": {"alice": {"label": "alice", "agents": ["mock"]}, "bob": {"label": "bob", "agents": ["claude"]}}}`, withAdminFile(t)...)
 	check(t, d, append([]policyCheck{
 		{name: "admin", token: "admin-tok", method: "POST", path: "/v1/acp/admin?agent=mock", body: policyInit, headers: jsonCT, status: 200},
@@ -169,6 +170,7 @@ func TestPolicyAgentTokens(t *testing.T) {
 }
 
 func TestPolicyReadOnly(t *testing.T) {
+	t.Parallel()
 	d := policyDaemon(t, "readonly", `{"tokens": {"viewer": "viewer-1"}}`, withAdminFile(t)...)
 	check(t, d, append([]policyCheck{
 		{name: "admin writes", token: "admin-tok", method: "PUT", path: "/v1/fs/file?path=notes.txt", body: "hello", status: 200},
@@ -207,6 +209,7 @@ func TestPolicyReadOnly(t *testing.T) {
 // methods for every token, the viewer's included (a grant ends the chain,
 // so after readonly it would not see the viewer's requests).
 func TestPolicyDenyMethods(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	deny := filepath.Join(dir, "deny.json")
 	ro := filepath.Join(dir, "ro.json")
@@ -257,6 +260,7 @@ func TestPolicyDenyMethods(t *testing.T) {
 }
 
 func TestPolicyScopes(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	work := filepath.Join(home, "work")
 	os.MkdirAll(work, 0o755)
@@ -301,6 +305,7 @@ func mint(secret, subject string, expiry time.Time) string {
 // decision to later policies: here denymethods, which refuses terminals
 // even to a valid signed token.
 func TestPolicyHMACToken(t *testing.T) {
+	t.Parallel()
 	const secret = "e2e-secret-0123456789"
 	dir := t.TempDir()
 	hc, dm := filepath.Join(dir, "hmac.json"), filepath.Join(dir, "deny.json")
@@ -337,6 +342,7 @@ func waitLog(t *testing.T, d *harness.Daemon, s string) {
 // SIGHUP reloads policies and their configs; a reload that fails keeps the
 // running ones.
 func TestPolicyReload(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "deny.json")
 	write := func(doc string) {
 		if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
@@ -372,6 +378,7 @@ func TestPolicyReload(t *testing.T) {
 
 // A module that cannot load stops the daemon at start, naming it.
 func TestPolicyRefusedAtStart(t *testing.T) {
+	t.Parallel()
 	bad := filepath.Join(t.TempDir(), "broken.wasm")
 	if err := os.WriteFile(bad, []byte("not wasm"), 0o600); err != nil {
 		t.Fatal(err)
@@ -409,6 +416,7 @@ func runBounded(cmd *exec.Cmd, limit time.Duration) (string, error) {
 // `sandbox-agent policy test` passes a matching case file and fails (exit
 // 1) a mismatching one.
 func TestPolicyTestCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cfg.json")
 	os.WriteFile(cfg, []byte(`{"deny": ["terminal/*"]}`), 0o600)
@@ -542,6 +550,7 @@ func startPolicyBenchDaemon(b *testing.B, home string, args ...string) string {
 // method peeked; DELETE acp.stop. denymethods before readonly, as in
 // TestPolicyDenyMethods.
 func TestPolicyACPStd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	deny := filepath.Join(dir, "deny.json")
 	ro := filepath.Join(dir, "ro.json")

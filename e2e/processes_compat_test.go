@@ -12,6 +12,7 @@ import (
 // follow (resumed after a reconnect), stop, kill, delete, config, and a
 // shell on a terminal over the WebSocket (typing, resizing, exiting).
 func TestCompatSDKProcesses(t *testing.T) {
+	t.Parallel()
 	// Node 20 has WebSocket only behind a flag; Node 22 accepts it too.
 	ws := "NODE_OPTIONS=--experimental-websocket"
 	t.Run("no token", func(t *testing.T) {

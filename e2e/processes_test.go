@@ -99,6 +99,7 @@ func treePIDs(t *testing.T, d *harness.Daemon, id string) []int {
 // TestProcessTreeKilled checks that stop, kill and daemon shutdown end a
 // process's whole tree, not just its leader.
 func TestProcessTreeKilled(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		trapTerm bool
@@ -161,6 +162,7 @@ func TestProcessTreeKilled(t *testing.T) {
 // TestProcessRunTimeoutAndTruncation: a run past its timeout is killed as a
 // group and says so; output past maxOutputBytes is cut and flagged.
 func TestProcessRunTimeoutAndTruncation(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	var r runResult
 	start := time.Now()
@@ -210,6 +212,7 @@ func TestProcessRunTimeoutAndTruncation(t *testing.T) {
 // TestProcessCwdConfined: under --fs-root a process's cwd resolves like a
 // /v1/fs path and cannot leave the root, by path or by link.
 func TestProcessCwdConfined(t *testing.T) {
+	t.Parallel()
 	r := newRootRig(t)
 	d := harness.Start(t, harness.Options{Args: []string{"--fs-root", r.root}})
 	run := func(cwd any) (int, runResult, []byte) {
@@ -247,6 +250,7 @@ func TestProcessCwdConfined(t *testing.T) {
 // most maxLogBytesPerProcess of output, readers learn of the evicted part,
 // and the daemon's memory stays flat.
 func TestProcessFloodBounded(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	const logCap = 1 << 20
 	d.JSONDo("POST", "/v1/processes/config", map[string]any{
@@ -300,6 +304,7 @@ func TestProcessFloodBounded(t *testing.T) {
 // TestProcessRunCyclesLeakNothing: a thousand runs (and a few managed
 // processes) leave no descriptor, goroutine or zombie behind.
 func TestProcessRunCyclesLeakNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("1000 processes")
 	}
@@ -375,6 +380,7 @@ func TestProcessRunCyclesLeakNothing(t *testing.T) {
 // TestProcessesLifecycle: deleting ACP instances leaves processes alone;
 // errors are problems; the token guards the WebSocket like every route.
 func TestProcessesLifecycle(t *testing.T) {
+	t.Parallel()
 	// The token comes from the environment, and an operator copied it
 	// into another variable: neither reaches a process.
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t), Env: []string{"SANDBOX_AGENT_TOKEN=tok", "COPY_OF_TOKEN=tok"}})
@@ -471,6 +477,7 @@ func fdLinks(pid int) string {
 // lists processes and reads their logs, but cannot start, signal, write
 // to or delete them, nor open a terminal, even with ?access_token=.
 func TestProcessesReadOnlyToken(t *testing.T) {
+	t.Parallel()
 	d := policyDaemon(t, "readonly", `{"readOnly": ["viewer"]}`)
 	st, b := call(d, "writer", "POST", "/v1/processes", `{"command":"sh","tty":true}`, jsonCT...)
 	if st != 200 {

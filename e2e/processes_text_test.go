@@ -16,6 +16,7 @@ import (
 // stays the default the SDK decodes. A byte that is not UTF-8 becomes
 // U+FFFD; a character split between two writes of the process is whole.
 func TestProcessLogsAsText(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	// Two writes, the second completing the "é" the first began, then an
 	// invalid byte.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -49,9 +50,7 @@ func newSandboxRouter(t *testing.T, token string, sandboxes map[string]*harness.
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			port := pr.In.Header.Get("X-Sandbox-Port")
-			if port == "" {
-				port = "8888"
-			}
+			port = cmp.Or(port, "8888")
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = net.JoinHostPort(r.sandbox[pr.In.Header.Get("X-Sandbox-ID")], port)
 			pr.Out.Host = "" // Host dropped: the outbound request names the sandbox
@@ -126,6 +125,7 @@ func routerDo(t *testing.T, method, target string, body string, headers []string
 // and requests reach the sandbox they name: plain requests, the event
 // stream, a WebSocket and a file upload.
 func TestBehindSandboxRouter(t *testing.T) {
+	t.Parallel()
 	daemons := map[string]*harness.Daemon{}
 	tokens := map[string]string{"sb-a": "token-a", "sb-b": "token-b"}
 	for id, tok := range tokens {

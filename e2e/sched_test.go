@@ -14,6 +14,7 @@ import (
 // The daemon runs its scheduler on half the CPUs (at least one), leaving the
 // rest to its agents, unless GOMAXPROCS says otherwise.
 func TestSchedulerSize(t *testing.T) {
+	t.Parallel()
 	// The line is logged just after the listener opens, so it may trail
 	// the first health check by a moment.
 	listening := func(d *harness.Daemon) string {

@@ -85,6 +85,7 @@ func daemonThreads(t *testing.T, pid int) []string {
 // viewer of the README's setup, then the admin (a grant of everything),
 // ask for the token file and the daemon's /proc under every name.
 func TestSecretsNeverData(t *testing.T) {
+	t.Parallel()
 	d := secretDaemon(t)
 	home, pid := d.Home, d.Cmd.Process.Pid
 	tokens := filepath.Join(home, "tokens")
@@ -165,6 +166,7 @@ func TestSecretsNeverData(t *testing.T) {
 // move, delete, replace by upload, or configure in a secret, nor run a
 // process in the daemon's /proc; the token file is as it was.
 func TestSecretsUnchangeable(t *testing.T) {
+	t.Parallel()
 	d := secretDaemon(t)
 	home, pid := d.Home, d.Cmd.Process.Pid
 	tokens := filepath.Join(home, "tokens")
@@ -229,6 +231,7 @@ func TestSecretsUnchangeable(t *testing.T) {
 // started: the daemon re-executed itself, it did not fork), also when a
 // process of the API reads it, and the token still authenticates.
 func TestSecretsEnvironHidden(t *testing.T) {
+	t.Parallel()
 	const tok = "sandbox_agent_secret_env-7f3a"
 	d := harness.Start(t, harness.Options{Env: []string{"SANDBOX_AGENT_TOKEN=" + tok, "KEEP_ME=1"}})
 	pid := d.Cmd.Process.Pid
@@ -271,6 +274,7 @@ func TestSecretsEnvironHidden(t *testing.T) {
 // "Bearer <token>"), not one of the agents file, not one a client asks
 // for.
 func TestSecretsEnvFilter(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	const tok = "sandbox_agent_secret_env-91c2"
 	dump := `env > "$HOME/agent-env"; exec ` + harness.Binary + ` mock-agent-process`
@@ -307,6 +311,7 @@ func TestSecretsEnvFilter(t *testing.T) {
 // the moment a process starts: a variable that holds a token only after a
 // reload stops being passed on then.
 func TestSecretsEnvFollowsReload(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	writeFile(t, filepath.Join(home, "tokens"), "first-tok\n")
 	d := harness.Start(t, harness.Options{Home: home, Args: []string{"--token-file", "tokens"}, Env: []string{"LATER=xx-second-tok-xx"}})
@@ -339,6 +344,7 @@ func TestSecretsEnvFollowsReload(t *testing.T) {
 // counts in /metrics; memory stays flat; a good file later reloads; and
 // SIGTERM during all this exits within --stop-grace plus a bound.
 func TestReloadHostile(t *testing.T) {
+	t.Parallel()
 	d := secretDaemon(t, "--stop-grace", "1s", "--metrics-public")
 	home := d.Home
 	tokens, cfg := filepath.Join(home, "tokens"), filepath.Join(home, "readonly.json")

@@ -16,6 +16,7 @@ import (
 // TestStreamBurstNoLoss: a 100 000-update burst reaches a fast reader
 // complete, in order, with no gap.
 func TestStreamBurstNoLoss(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{})
 	d.Post("/v1/acp/burst?agent=mock", initMsg)
 	st, b := d.Post("/v1/acp/burst", `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
@@ -66,6 +67,7 @@ func TestStreamBurstNoLoss(t *testing.T) {
 // skip. A stretch evicted while the reader was already behind after a gap
 // gets a second gap frame right after the first, starting where it ended.
 func TestStreamSlowReaderGetsGapFrame(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--replay-bytes", "262144")})
 	if st, b := d.Post("/v1/acp/slow?agent=test", initMsg); st != 200 {
 		t.Fatalf("bootstrap: %d %s", st, b)
@@ -124,6 +126,7 @@ func TestStreamSlowReaderGetsGapFrame(t *testing.T) {
 // grandchildren that ignore SIGTERM included, and returns promptly even
 // when the agent itself ignores SIGTERM (SIGKILL after the grace period).
 func TestDeleteKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--stop-grace", "500ms")})
 	for _, ignoreTerm := range []bool{false, true} {
 		t.Run(fmt.Sprintf("agent ignores TERM=%v", ignoreTerm), func(t *testing.T) {
@@ -172,6 +175,7 @@ func spawnedPID(t *testing.T, s *harness.Stream) int {
 // TestShutdownStopsEverything: SIGTERM stops every instance, in parallel,
 // within the grace period, and ends open streams.
 func TestShutdownStopsEverything(t *testing.T) {
+	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t, "--stop-grace", "1s")})
 	var pgids, grandchildren []int
 	var streams []*harness.Stream

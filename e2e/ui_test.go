@@ -13,6 +13,7 @@ import (
 // built daemon and its mock agent (e2e/js/ui.mjs); screenshots go to
 // e2e/artifacts/ui-*.png.
 func TestUI(t *testing.T) {
+	t.Parallel()
 	browser := requireChromium(t)
 	artifacts := artifactsDir(t)
 	run := func(t *testing.T, scenario string, args ...string) {
@@ -43,6 +44,7 @@ func TestUI(t *testing.T) {
 // served by the daemon itself, under its Content-Security-Policy, and the
 // inspector links to them. Screenshot: e2e/artifacts/docs.png.
 func TestDocsOffline(t *testing.T) {
+	t.Parallel()
 	browser := requireChromium(t)
 	artifacts := artifactsDir(t)
 	d := harness.Start(t, harness.Options{})

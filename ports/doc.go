@@ -5,8 +5,8 @@
 // npm packages and short-lived commands for installs and version probes
 // (Registry, Downloader,
 // PackageInstaller, Commands; used by app/agents), and untrusted policy code
-// (Authorizer; implemented by extensions/wasmpolicy, consulted today by
-// adapters/httpapi). Each is written from the consumer's side, small and
+// (Authorizer, and its optional ability BodylessAuthorizer; implemented by
+// extensions/wasmpolicy, consulted by app/authz for adapters/httpapi). Each is written from the consumer's side, small and
 // stdlib-shaped; ports/porttest holds the contract suites every
 // implementation (real adapter and test fake alike) must pass, and the
 // shared fakes.

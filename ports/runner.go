@@ -48,3 +48,20 @@ type AgentProcess interface {
 type Authorizer interface {
 	Authorize(ctx context.Context, req domain.AuthRequest) (domain.Decision, error)
 }
+
+// BodylessAuthorizer is an optional ability of an Authorizer, found by
+// type assertion: deciding a request before its body is read. A few
+// requests take part of their description from their body (a move's
+// paths, FSPath and FSDest; an ACP POST's JSON-RPC kind, id and method,
+// RPC); the HTTP adapter first describes them without it, so that a
+// request the chain refuses whatever its body holds is refused before
+// any byte of the body is read.
+type BodylessAuthorizer interface {
+	// AuthorizeWithoutBody decides req, described without its body (its
+	// FSPath, FSDest and RPC empty), as Authorize would decide it whatever
+	// the body adds to them. ok is false when the decision may depend on
+	// them, or the policies cannot tell: the caller then reads the body,
+	// describes the request whole and calls Authorize. An error is as
+	// Authorize's (the request ended while waiting).
+	AuthorizeWithoutBody(ctx context.Context, req domain.AuthRequest) (d domain.Decision, ok bool, err error)
+}

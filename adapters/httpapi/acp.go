@@ -101,7 +101,7 @@ func registerACP(api huma.API, cfg *Config) {
 		case err != nil:
 			return nil, invalid("invalid JSON body: %v", err)
 		}
-		if cfg.chain.HasPolicies() {
+		if !authOf(ctx).settled {
 			if ctx, err = authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
 				return nil, authError(ctx, err)
 			}

@@ -140,7 +140,7 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 		if !isInit {
 			return nil, invalid("missing Acp-Connection-Id header (only initialize creates a connection)")
 		}
-		if ctx, err = authorizeACPStd(ctx, cfg, in.req, "", in.Agent, frame); err != nil {
+		if ctx, err = authorizeStdPost(ctx, cfg, in.req, "", in.Agent, frame); err != nil {
 			return nil, authError(ctx, err)
 		}
 		c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportHTTP)
@@ -169,7 +169,7 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 	}
 	// Authorised before the connection is looked up, so a refused caller
 	// does not learn which connection ids exist.
-	if ctx, err = authorizeACPStd(ctx, cfg, in.req, in.ConnectionID, in.Agent, frame); err != nil {
+	if ctx, err = authorizeStdPost(ctx, cfg, in.req, in.ConnectionID, in.Agent, frame); err != nil {
 		return nil, authError(ctx, err)
 	}
 	c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
@@ -347,6 +347,7 @@ func onConn(a domain.Action) describeFunc {
 // policy rule covers both transports: acp.start for the initialize POST
 // that creates a connection (connID ""), acp.send for everything else.
 // Without policies it does nothing: the middleware has checked the token.
+// A POST the middleware settled (authState) is not asked about again.
 func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
 	if !cfg.chain.HasPolicies() {
 		return ctx, nil
@@ -359,4 +360,13 @@ func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, 
 	describeACPStd(cfg.chain, &req, a, connID, agent)
 	req.RPC = &domain.RPCInfo{Kind: f.Kind.String(), ID: string(f.ID), Method: f.Method}
 	return authorize(ctx, cfg, req)
+}
+
+// authorizeStdPost is authorizeACPStd for a POST, unless the middleware
+// settled it.
+func authorizeStdPost(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
+	if authOf(ctx).settled {
+		return ctx, nil
+	}
+	return authorizeACPStd(ctx, cfg, r, connID, agent, f)
 }

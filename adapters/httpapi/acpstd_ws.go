@@ -102,9 +102,14 @@ func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Req
 		wsPingLoop(ctx, ws, cfg)
 	}()
 	code, reason := wsWriteLoop(ctx, ws, st, cfg)
-	cancel()
 	log.Debug("websocket closing", "code", int(code), "reason", reason)
+	// Close first, then cancel: ctx is the reader's read deadline to
+	// coder/websocket, and cancelling it drops the connection at once, so
+	// the close frame could be lost and the client see EOF. Close sends
+	// the frame and waits (at most 5 s) for the peer's, which the reader
+	// consumes and then returns.
 	ws.Close(code, reason) //nolint:errcheck // the peer may be gone already
+	cancel()
 	wg.Wait()
 }
 

@@ -19,11 +19,20 @@ import (
 // describes each request with it and runs the chain (app/authz: policies,
 // then the built-in token check) before huma reads any input; an
 // operation without a describe function is refused (and
-// TestEveryOperationReachesTheChain fails). The exceptions are the ACP
-// POSTs (/v1/acp/{server_id}, /acp/{agent}) when policies run: they see
-// the JSON-RPC kind, id and method, so they are authorised in their
-// handler once the body is peeked (and each /acp WebSocket text frame
-// likewise, in acpstd_ws.go).
+// TestEveryOperationReachesTheChain fails).
+//
+// A few requests take part of their description from their body: the
+// move (its paths) and, when policies run, the ACP POSTs
+// (/v1/acp/{server_id}, /acp/{agent}: the JSON-RPC kind, id and method).
+// They are first described without it and decided if the chain can
+// decide them so (Chain.AuthorizeWithoutBody: always without policies,
+// where the chain is the token check; with policies, when those can tell
+// their decisions do not read these fields), so that a request refused
+// whatever its body holds is refused before any byte of the body is read.
+// Otherwise the move's body is read first (charged and checked, as any
+// JSON body) and the ACP POSTs are decided in their handler once the body
+// is peeked (and each /acp WebSocket text frame likewise, in
+// acpstd_ws.go).
 
 // describeFunc fills in the action and resource of a request.
 type describeFunc func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest)
@@ -31,8 +40,9 @@ type describeFunc func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest)
 // Operation metadata keys.
 const (
 	metaDescribe = "sandbox-agent.describe"
-	// metaDeferred marks the ACP POSTs: with policies, authorised in the
-	// handler after the body is peeked.
+	// metaDeferred marks the ACP POSTs: with policies that cannot decide
+	// them without the body, authorised in the handler after the body is
+	// peeked.
 	metaDeferred = "sandbox-agent.deferred"
 )
 
@@ -95,6 +105,18 @@ type authState struct {
 	action    domain.Action
 	principal string
 	instance  uint64 // the ACP instance judged (AuthRequest.Instance)
+	// settled: decided for good by the middleware (with the whole
+	// description, or without the body when that could not change the
+	// outcome), so an ACP POST's handler does not ask again once it has
+	// peeked the body.
+	settled bool
+}
+
+// settle marks the decision carried by ctx as settled.
+func settle(ctx context.Context) context.Context {
+	s := authOf(ctx)
+	s.settled = true
+	return context.WithValue(ctx, authKey{}, s)
 }
 
 type authKey struct{}
@@ -134,21 +156,42 @@ func useAuth(api huma.API, cfg *Config) {
 			hctx = withPeekedBody(hctx, b)
 			return true
 		}
-		peek := op.Metadata[metaPeekBody] == true && isMediaType(r.Header.Get("Content-Type"), "application/json")
-		if peek && !readBody() {
-			return
-		}
-		if op.Metadata[metaDeferred] != true || !cfg.chain.HasPolicies() {
+		describe, _ := op.Metadata[metaDescribe].(describeFunc)
+		describeReq := func() domain.AuthRequest {
 			req := cfg.authRequest(r, op.Method, op.Path, op.OperationID)
-			if describe, ok := op.Metadata[metaDescribe].(describeFunc); ok {
+			if describe != nil {
 				describe(hctx, cfg.chain, &req)
 			}
-			ctx, err := authorize(hctx.Context(), cfg, req)
+			return req
+		}
+		peek, deferred := op.Metadata[metaPeekBody] == true, op.Metadata[metaDeferred] == true
+		// Only a JSON body is ever looked into; any other is refused by
+		// the operation (415), so the description without it is whole.
+		fromBody := (peek || deferred) && isMediaType(r.Header.Get("Content-Type"), "application/json")
+		decided := false
+		if fromBody {
+			// Described without the body (none is peeked yet): decided
+			// here when the outcome cannot depend on it.
+			ctx, ok, err := authorizeWithoutBody(hctx.Context(), cfg, describeReq())
+			if ok && err != nil {
+				writeAuthProblem(w, ctx, err)
+				return
+			}
+			if ok {
+				hctx, decided = huma.WithContext(hctx, settle(ctx)), true
+			} else if peek && !readBody() {
+				return
+			}
+		}
+		// Else the chain runs on the whole description: now, after the
+		// move's body was peeked, or in an ACP POST's handler.
+		if !decided && !(fromBody && deferred) {
+			ctx, err := authorize(hctx.Context(), cfg, describeReq())
 			if err != nil {
 				writeAuthProblem(w, ctx, err)
 				return
 			}
-			hctx = huma.WithContext(hctx, ctx)
+			hctx = huma.WithContext(hctx, settle(ctx))
 		}
 		if !read && !readBody() {
 			return
@@ -223,11 +266,29 @@ func (c *Config) authRequest(r *http.Request, method, route, opID string) domain
 
 // authorize runs the chain, counts and logs the outcome, and returns the
 // request's context carrying what was decided (and a logger naming the
-// principal). Requests with a principal, and refusals, are logged at info:
-// an audit trail of who did what; anonymous requests on a daemon without
-// a token at debug.
+// principal).
 func authorize(ctx context.Context, cfg *Config, req domain.AuthRequest) (context.Context, error) {
 	out, err := cfg.chain.Authorize(ctx, req)
+	return decided(ctx, cfg, req, out, err)
+}
+
+// authorizeWithoutBody is authorize on a request described without its
+// body (Chain.AuthorizeWithoutBody); when ok is false nothing was decided,
+// counted or logged.
+func authorizeWithoutBody(ctx context.Context, cfg *Config, req domain.AuthRequest) (context.Context, bool, error) {
+	out, ok, err := cfg.chain.AuthorizeWithoutBody(ctx, req)
+	if !ok {
+		return ctx, false, nil
+	}
+	ctx, err = decided(ctx, cfg, req, out, err)
+	return ctx, true, err
+}
+
+// decided counts and logs an outcome of the chain and returns the context
+// carrying it. Requests with a principal, and refusals, are logged at
+// info: an audit trail of who did what; anonymous requests on a daemon
+// without a token at debug.
+func decided(ctx context.Context, cfg *Config, req domain.AuthRequest, out authz.Outcome, err error) (context.Context, error) {
 	cfg.metrics.countAuth(req.Action, out.Decision, out.By)
 	l := logger(ctx)
 	if out.Principal != "" {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -114,27 +113,7 @@ func TestEveryOperationReachesTheChain(t *testing.T) {
 	srv := httptest.NewServer(New(fullConfig(rec)))
 	defer srv.Close()
 
-	type op struct{ id, method, path string }
-	var ops []op
-	for p, item := range OpenAPI("test").Paths {
-		for _, m := range []struct {
-			method string
-			id     string
-			ok     bool
-		}{
-			{"GET", opID(item.Get), item.Get != nil},
-			{"PUT", opID(item.Put), item.Put != nil},
-			{"POST", opID(item.Post), item.Post != nil},
-			{"DELETE", opID(item.Delete), item.Delete != nil},
-			{"PATCH", opID(item.Patch), item.Patch != nil},
-		} {
-			if m.ok {
-				ops = append(ops, op{m.id, m.method, p})
-			}
-		}
-	}
-	ops = append(ops, op{"get_metrics", "GET", "/metrics"})
-	sort.Slice(ops, func(i, j int) bool { return ops[i].id < ops[j].id })
+	ops := documentOps()
 	if len(ops) != len(wantAction) {
 		t.Errorf("the document has %d operations (+ /metrics), the table %d: update wantAction", len(ops), len(wantAction))
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -15,18 +16,13 @@ import (
 // rather than by huma, so aliases, dropped unknown fields, output order and
 // the 400 (not JSON) / 422 (wrong shape) split follow the reference.
 
+// The two query structs differ only in the name parameter's tags (huma
+// reads parameters from struct tags); everything else is configKind.
 type mcpConfigInput struct {
 	rawRequest
 	Directory string `query:"directory" doc:"Target directory: absolute, or relative to the daemon's working directory."`
 	Name      string `query:"mcpName" doc:"MCP entry name."`
 	NameAlias string `query:"mcp_name" hidden:"true"`
-}
-
-func (in *mcpConfigInput) name() string {
-	if in.Name == "" {
-		return in.NameAlias
-	}
-	return in.Name
 }
 
 type skillsConfigInput struct {
@@ -36,11 +32,19 @@ type skillsConfigInput struct {
 	NameAlias string `query:"skill_name" hidden:"true"`
 }
 
-func (in *skillsConfigInput) name() string {
-	if in.Name == "" {
-		return in.NameAlias
-	}
-	return in.Name
+func (in *mcpConfigInput) query() (*http.Request, string, string) {
+	return in.req, in.Directory, cmp.Or(in.Name, in.NameAlias)
+}
+
+func (in *skillsConfigInput) query() (*http.Request, string, string) {
+	return in.req, in.Directory, cmp.Or(in.Name, in.NameAlias)
+}
+
+// configQuery is what the routes read of either query struct: the request,
+// the directory and the entry name (the camelCase parameter, else its
+// snake_case alias).
+type configQuery interface {
+	query() (r *http.Request, dir, name string)
 }
 
 // mcpConfigBody and skillsConfigBody give the domain values their
@@ -51,108 +55,106 @@ type skillsConfigBody struct{ domain.SkillsConfig }
 func (mcpConfigBody) Schema(huma.Registry) *huma.Schema    { return mcpServerConfigSchema }
 func (skillsConfigBody) Schema(huma.Registry) *huma.Schema { return skillsConfigSchema }
 
-type mcpConfigOutput struct{ Body mcpConfigBody }
-type skillsConfigOutput struct{ Body skillsConfigBody }
+type configOutput[B any] struct{ Body B }
 
 var configTags = []string{"config"}
 
 // maxConfigBody bounds one config entry.
 const maxConfigBody = 1 << 20
 
+// configKind is one kind of per-directory config entry (MCP servers,
+// skills): its names, document and store. registerConfigKind serves both
+// with one implementation, so their routes cannot drift apart. T is the
+// domain value, B its documented body.
+type configKind[T, B any] struct {
+	name   string // path element and operation id suffix: "mcp", "skills"
+	noun   string // in summaries: "MCP server", "skills"
+	file   string // under <directory>/.sandbox-agent/config
+	note   string // appended to the PUT's description
+	schema *huma.Schema
+	body   func(T) B
+	parse  func([]byte) (T, error)
+	check  func(dir, name string) error
+	get    func(ctx context.Context, dir, name string) (T, error)
+	set    func(ctx context.Context, dir, name string, v T) error
+	del    func(ctx context.Context, dir, name string) error
+}
+
 func registerConfig(api huma.API, cfg *Config) {
 	store := cfg.Config
-
-	route(api, huma.Operation{
-		OperationID: "get_v1_config_mcp", Method: http.MethodGet, Path: "/v1/config/mcp",
-		Summary: "Read one MCP server entry of a directory", Tags: configTags, Security: bearer,
-		Errors: []int{http.StatusNotFound},
-	}, onDirectory(domain.ActionConfigRead), func(ctx context.Context, in *mcpConfigInput) (*mcpConfigOutput, error) {
-		c, err := store.MCP(ctx, in.Directory, in.name())
-		if err != nil {
-			return nil, err
-		}
-		return &mcpConfigOutput{Body: mcpConfigBody{c}}, nil
+	registerConfigKind[mcpConfigInput](api, cfg, configKind[domain.MCPServerConfig, mcpConfigBody]{
+		name: "mcp", noun: "MCP server", file: "mcp.json",
+		note:   " `stdio` and `http` are accepted for `local` and `remote`; unknown fields are dropped.",
+		schema: mcpServerConfigSchema,
+		body:   func(c domain.MCPServerConfig) mcpConfigBody { return mcpConfigBody{c} },
+		parse:  domain.ParseMCPServerConfig,
+		check:  store.CheckMCP, get: store.MCP, set: store.SetMCP, del: store.DeleteMCP,
 	})
-
-	route(api, huma.Operation{
-		OperationID: "put_v1_config_mcp", Method: http.MethodPut, Path: "/v1/config/mcp",
-		Summary:     "Store one MCP server entry of a directory",
-		Description: "Upserts the entry in <directory>/.sandbox-agent/config/mcp.json. `stdio` and `http` are accepted for `local` and `remote`; unknown fields are dropped.",
-		Tags:        configTags, Security: bearer,
-		DefaultStatus: http.StatusNoContent,
-		RequestBody:   rawBody("application/json"),
-	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *mcpConfigInput) (*struct{}, error) {
-		if err := store.CheckMCP(in.Directory, in.name()); err != nil {
-			return nil, err
-		}
-		body, charged, err := configBody(in.req, cfg.inflight)
-		defer cfg.inflight.give(charged)
-		if err != nil {
-			return nil, err
-		}
-		c, err := domain.ParseMCPServerConfig(body)
-		if err != nil {
-			return nil, configParseError(err)
-		}
-		return nil, store.SetMCP(ctx, in.Directory, in.name(), c)
+	registerConfigKind[skillsConfigInput](api, cfg, configKind[domain.SkillsConfig, skillsConfigBody]{
+		name: "skills", noun: "skills", file: "skills.json",
+		schema: skillsConfigSchema,
+		body:   func(c domain.SkillsConfig) skillsConfigBody { return skillsConfigBody{c} },
+		parse:  domain.ParseSkillsConfig,
+		check:  store.CheckSkills, get: store.Skills, set: store.SetSkills, del: store.DeleteSkills,
 	})
-	documentBody(api, "/v1/config/mcp", http.MethodPut, "application/json", mcpServerConfigSchema)
-
-	route(api, huma.Operation{
-		OperationID: "delete_v1_config_mcp", Method: http.MethodDelete, Path: "/v1/config/mcp",
-		Summary: "Delete one MCP server entry of a directory (idempotent)", Tags: configTags, Security: bearer,
-		DefaultStatus: http.StatusNoContent,
-	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *mcpConfigInput) (*struct{}, error) {
-		return nil, store.DeleteMCP(ctx, in.Directory, in.name())
-	})
-
-	route(api, huma.Operation{
-		OperationID: "get_v1_config_skills", Method: http.MethodGet, Path: "/v1/config/skills",
-		Summary: "Read one skills entry of a directory", Tags: configTags, Security: bearer,
-		Errors: []int{http.StatusNotFound},
-	}, onDirectory(domain.ActionConfigRead), func(ctx context.Context, in *skillsConfigInput) (*skillsConfigOutput, error) {
-		c, err := store.Skills(ctx, in.Directory, in.name())
-		if err != nil {
-			return nil, err
-		}
-		return &skillsConfigOutput{Body: skillsConfigBody{c}}, nil
-	})
-
-	route(api, huma.Operation{
-		OperationID: "put_v1_config_skills", Method: http.MethodPut, Path: "/v1/config/skills",
-		Summary:     "Store one skills entry of a directory",
-		Description: "Upserts the entry in <directory>/.sandbox-agent/config/skills.json.",
-		Tags:        configTags, Security: bearer,
-		DefaultStatus: http.StatusNoContent,
-		RequestBody:   rawBody("application/json"),
-	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *skillsConfigInput) (*struct{}, error) {
-		if err := store.CheckSkills(in.Directory, in.name()); err != nil {
-			return nil, err
-		}
-		body, charged, err := configBody(in.req, cfg.inflight)
-		defer cfg.inflight.give(charged)
-		if err != nil {
-			return nil, err
-		}
-		c, err := domain.ParseSkillsConfig(body)
-		if err != nil {
-			return nil, configParseError(err)
-		}
-		return nil, store.SetSkills(ctx, in.Directory, in.name(), c)
-	})
-	documentBody(api, "/v1/config/skills", http.MethodPut, "application/json", skillsConfigSchema)
-
-	route(api, huma.Operation{
-		OperationID: "delete_v1_config_skills", Method: http.MethodDelete, Path: "/v1/config/skills",
-		Summary: "Delete one skills entry of a directory (idempotent)", Tags: configTags, Security: bearer,
-		DefaultStatus: http.StatusNoContent,
-	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *skillsConfigInput) (*struct{}, error) {
-		return nil, store.DeleteSkills(ctx, in.Directory, in.name())
-	})
-
 	requiredInDocument(api, "directory", "/v1/config/mcp", "/v1/config/skills")
 	requiredInDocument(api, "mcpName", "/v1/config/mcp")
 	requiredInDocument(api, "skillName", "/v1/config/skills")
+}
+
+// registerConfigKind registers GET, PUT and DELETE of /v1/config/<name>.
+// I is the kind's query struct (see configQuery).
+func registerConfigKind[I any, PI interface {
+	*I
+	configQuery
+}, T, B any](api huma.API, cfg *Config, k configKind[T, B]) {
+	path := "/v1/config/" + k.name
+	route(api, huma.Operation{
+		OperationID: "get_v1_config_" + k.name, Method: http.MethodGet, Path: path,
+		Summary: "Read one " + k.noun + " entry of a directory", Tags: configTags, Security: bearer,
+		Errors: []int{http.StatusNotFound},
+	}, onDirectory(domain.ActionConfigRead), func(ctx context.Context, in *I) (*configOutput[B], error) {
+		_, dir, name := PI(in).query()
+		v, err := k.get(ctx, dir, name)
+		if err != nil {
+			return nil, err
+		}
+		return &configOutput[B]{Body: k.body(v)}, nil
+	})
+
+	route(api, huma.Operation{
+		OperationID: "put_v1_config_" + k.name, Method: http.MethodPut, Path: path,
+		Summary:     "Store one " + k.noun + " entry of a directory",
+		Description: "Upserts the entry in <directory>/.sandbox-agent/config/" + k.file + "." + k.note,
+		Tags:        configTags, Security: bearer,
+		DefaultStatus: http.StatusNoContent,
+		RequestBody:   rawBody("application/json"),
+	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
+		r, dir, name := PI(in).query()
+		if err := k.check(dir, name); err != nil {
+			return nil, err
+		}
+		body, charged, err := configBody(r, cfg.inflight)
+		defer cfg.inflight.give(charged)
+		if err != nil {
+			return nil, err
+		}
+		v, err := k.parse(body)
+		if err != nil {
+			return nil, configParseError(err)
+		}
+		return nil, k.set(ctx, dir, name, v)
+	})
+	documentBody(api, path, http.MethodPut, "application/json", k.schema)
+
+	route(api, huma.Operation{
+		OperationID: "delete_v1_config_" + k.name, Method: http.MethodDelete, Path: path,
+		Summary: "Delete one " + k.noun + " entry of a directory (idempotent)", Tags: configTags, Security: bearer,
+		DefaultStatus: http.StatusNoContent,
+	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
+		_, dir, name := PI(in).query()
+		return nil, k.del(ctx, dir, name)
+	})
 }
 
 // configBody checks the media type and reads a config entry body, charged

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -78,9 +79,7 @@ func registerFS(api huma.API, cfg *Config) {
 		Tags:        fsTags, Security: bearer,
 	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
 		p := in.Path
-		if p == "" {
-			p = "."
-		}
+		p = cmp.Or(p, ".")
 		entries, err := files.Entries(ctx, p)
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -81,9 +82,7 @@ func readJSONBody(r *http.Request, op *huma.Operation, budget *inflight) ([]byte
 	if f, ok := op.Metadata[metaBodyLimit].(func() int64); ok {
 		limit = f()
 	}
-	if limit <= 0 {
-		limit = 1 << 20
-	}
+	limit = cmp.Or(max(limit, 0), 1<<20)
 	b, charged, err := readCharged(r, limit, budget)
 	if err != nil {
 		return nil, charged, err
@@ -202,9 +201,7 @@ func fieldsOf(t reflect.Type) []jsonField {
 		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
 			continue // flattened: its fields are listed themselves
 		}
-		if name == "" {
-			name = f.Name
-		}
+		name = cmp.Or(name, f.Name)
 		out = append(out, jsonField{name: name, typ: f.Type})
 	}
 	fieldCache.Store(t, out)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -113,7 +114,5 @@ type statusRecorder struct {
 func (s *statusRecorder) Header() http.Header         { return s.header }
 func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
+	s.status = cmp.Or(s.status, code)
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,9 +222,7 @@ func terminalFrameIn(ctx context.Context, c *websocket.Conn, svc *processes.Serv
 	switch fr.Type {
 	case "input":
 		enc := fr.Encoding
-		if enc == "" {
-			enc = "utf8"
-		}
+		enc = cmp.Or(enc, "utf8")
 		data, err := decodeInput(fr.Data, enc)
 		if err == nil {
 			_, err = svc.Input(ctx, id, data)

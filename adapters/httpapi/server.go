@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"time"
@@ -123,24 +124,14 @@ func (c *Config) fill() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.MaxACPBody <= 0 {
-		c.MaxACPBody = d.MaxACPBody
-	}
-	if c.InflightBytes <= 0 {
-		c.InflightBytes = d.InflightBytes
-	}
+	c.MaxACPBody = cmp.Or(max(c.MaxACPBody, 0), d.MaxACPBody)
+	c.InflightBytes = cmp.Or(max(c.InflightBytes, 0), d.InflightBytes)
 	if c.inflight == nil {
 		c.inflight = &inflight{max: c.InflightBytes}
 	}
-	if c.ReadIdleTimeout <= 0 {
-		c.ReadIdleTimeout = d.ReadIdleTimeout
-	}
-	if c.Heartbeat <= 0 {
-		c.Heartbeat = d.Heartbeat
-	}
-	if c.StreamWriteTimeout <= 0 {
-		c.StreamWriteTimeout = d.StreamWriteTimeout
-	}
+	c.ReadIdleTimeout = cmp.Or(max(c.ReadIdleTimeout, 0), d.ReadIdleTimeout)
+	c.Heartbeat = cmp.Or(max(c.Heartbeat, 0), d.Heartbeat)
+	c.StreamWriteTimeout = cmp.Or(max(c.StreamWriteTimeout, 0), d.StreamWriteTimeout)
 	if c.metrics == nil {
 		c.metrics = newHTTPMetrics()
 	}

@@ -1,6 +1,7 @@
 package npm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,9 +48,7 @@ func (i *Installer) Install(ctx context.Context, prefix, spec string) (domain.In
 		return domain.InstalledPackage{}, err
 	}
 	npm := i.NPM
-	if npm == "" {
-		npm = "npm"
-	}
+	npm = cmp.Or(npm, "npm")
 	env := i.Env
 	if env == nil {
 		env = os.Environ()

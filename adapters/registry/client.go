@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,9 +83,7 @@ func (c *Client) Download(ctx context.Context, url string, w io.Writer) (int64, 
 		return 0, fmt.Errorf("GET %s: %s: %s", url, resp.Status, snippet)
 	}
 	stall := c.StallTimeout
-	if stall <= 0 {
-		stall = 60 * time.Second
-	}
+	stall = cmp.Or(max(stall, 0), 60*time.Second)
 	errStalled := fmt.Errorf("no data for %v", stall)
 	timer := time.AfterFunc(stall, func() { cancel(errStalled) })
 	defer timer.Stop()

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,33 +77,15 @@ func (o *Options) fill() {
 	if o.AsyncMethods == nil {
 		o.AsyncMethods = map[string]bool{}
 	}
-	if o.ReplayBytes <= 0 {
-		o.ReplayBytes = d.ReplayBytes
-	}
-	if o.ReplayTotal <= 0 {
-		o.ReplayTotal = d.ReplayTotal
-	}
-	if o.MaxInstances <= 0 {
-		o.MaxInstances = d.MaxInstances
-	}
-	if o.ExitedTTL <= 0 {
-		o.ExitedTTL = d.ExitedTTL
-	}
-	if o.MaxExited <= 0 {
-		o.MaxExited = d.MaxExited
-	}
-	if o.MaxFrameBytes <= 0 {
-		o.MaxFrameBytes = d.MaxFrameBytes
-	}
-	if o.StopGrace <= 0 {
-		o.StopGrace = d.StopGrace
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = d.WriteTimeout
-	}
-	if o.BarrierTimeout <= 0 {
-		o.BarrierTimeout = d.BarrierTimeout
-	}
+	o.ReplayBytes = cmp.Or(max(o.ReplayBytes, 0), d.ReplayBytes)
+	o.ReplayTotal = cmp.Or(max(o.ReplayTotal, 0), d.ReplayTotal)
+	o.MaxInstances = cmp.Or(max(o.MaxInstances, 0), d.MaxInstances)
+	o.ExitedTTL = cmp.Or(max(o.ExitedTTL, 0), d.ExitedTTL)
+	o.MaxExited = cmp.Or(max(o.MaxExited, 0), d.MaxExited)
+	o.MaxFrameBytes = cmp.Or(max(o.MaxFrameBytes, 0), d.MaxFrameBytes)
+	o.StopGrace = cmp.Or(max(o.StopGrace, 0), d.StopGrace)
+	o.WriteTimeout = cmp.Or(max(o.WriteTimeout, 0), d.WriteTimeout)
+	o.BarrierTimeout = cmp.Or(max(o.BarrierTimeout, 0), d.BarrierTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -3,6 +3,7 @@ package acp
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -184,9 +185,7 @@ func wantKind(t *testing.T, err error, k domain.Kind, msg string) *domain.Error 
 	}
 	// msg is the message, or for errors about an agent or id, that subject.
 	got := e.Msg
-	if got == "" {
-		got = e.Agent + e.SessionID
-	}
+	got = cmp.Or(got, e.Agent+e.SessionID)
 	if msg != "" && got != msg {
 		t.Errorf("msg = %q, want %q", got, msg)
 	}

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -120,18 +121,10 @@ func (inst *Installer) now() time.Time {
 
 func (inst *Installer) timeouts() InstallTimeouts {
 	t, d := inst.Timeouts, DefaultInstallTimeouts()
-	if t.Registry <= 0 {
-		t.Registry = d.Registry
-	}
-	if t.Download <= 0 {
-		t.Download = d.Download
-	}
-	if t.Package <= 0 {
-		t.Package = d.Package
-	}
-	if t.Verify <= 0 {
-		t.Verify = d.Verify
-	}
+	t.Registry = cmp.Or(max(t.Registry, 0), d.Registry)
+	t.Download = cmp.Or(max(t.Download, 0), d.Download)
+	t.Package = cmp.Or(max(t.Package, 0), d.Package)
+	t.Verify = cmp.Or(max(t.Verify, 0), d.Verify)
 	return t
 }
 
@@ -317,9 +310,7 @@ func (inst *Installer) execute(ctx context.Context, agent string, recipe domain.
 			return res, err
 		}
 		cmd = c
-		if p.version == "" {
-			p.version = version
-		}
+		p.version = cmp.Or(p.version, version)
 	case "binary":
 		c, err := inst.installArchive(ctx, agent, stamp, p.binary)
 		if err != nil {

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,9 +131,7 @@ func (inst *Installer) installNative(ctx context.Context, agent string, recipe d
 	switch tmpl := inst.NativeURLs[agent]; {
 	case tmpl != "":
 		v := version
-		if v == "" {
-			v = "latest"
-		}
+		v = cmp.Or(v, "latest")
 		url = domain.ExpandURL(tmpl, v, platform)
 	case version != "":
 		url = domain.ExpandURL(n.URL, version, platform)
@@ -165,9 +164,7 @@ func (inst *Installer) installNative(ctx context.Context, agent string, recipe d
 			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)
 		}
 		member := n.Member
-		if member == "" {
-			member = n.Binary
-		}
+		member = cmp.Or(member, n.Binary)
 		p, err := findExecutable(inst.Fs, x, domain.ExpandURL(member, version, platform))
 		if err != nil {
 			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -65,9 +66,7 @@ func newRig(t *testing.T, registry string) *installRig {
 				return domain.InstalledPackage{}, r.npmErr
 			}
 			name, version := domain.SplitPackageSpec(spec)
-			if version == "" {
-				version = "9.9.9"
-			}
+			version = cmp.Or(version, "9.9.9")
 			base := name[strings.LastIndex(name, "/")+1:]
 			bin := filepath.Join(prefix, "node_modules", ".bin", base)
 			if err := afero.WriteFile(r.fs, bin, []byte("#!/bin/sh\n"), 0o755); err != nil {

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -102,9 +103,7 @@ func (c *Chain) Config(r *domain.AuthRequest, a domain.Action, dir string) {
 }
 
 func resolveFS(home, p string) string {
-	if p == "" {
-		p = "."
-	}
+	p = cmp.Or(p, ".")
 	abs, err := domain.ResolveFSPath(home, p)
 	if err != nil {
 		return ""
@@ -153,14 +152,59 @@ func (c *Chain) Authorize(ctx context.Context, req domain.AuthRequest) (Outcome,
 		// A route registered without an action: refuse rather than guess.
 		return Outcome{Decision: "deny"}, errNoAction
 	}
-	if c.Policies != nil {
-		d, err := c.Policies.Authorize(ctx, req)
-		if err != nil {
-			return Outcome{Decision: "error"}, fmt.Errorf("authorize: %w", err)
-		}
+	if c.Policies == nil {
+		return c.conclude(req, nil)
+	}
+	d, err := c.Policies.Authorize(ctx, req)
+	if err != nil {
+		return Outcome{Decision: "error"}, fmt.Errorf("authorize: %w", err)
+	}
+	return c.conclude(req, &d)
+}
+
+// AuthorizeWithoutBody runs the chain on a request described before its
+// body was read: its FSPath, FSDest and RPC, which some requests take
+// from their body (a move's paths, an ACP POST's JSON-RPC kind, id and
+// method), are left empty. ok is false when the outcome may depend on
+// them; the caller then reads the body and calls Authorize with the whole
+// description. Otherwise the outcome and error are those Authorize would
+// return whatever the body holds, so a request refused here is refused
+// before any byte of its body is read:
+//
+//   - without policies the chain is the token check, which reads only
+//     the Authorization header: always decided;
+//   - with policies, only when they can tell that their decisions do not
+//     depend on the body (ports.BodylessAuthorizer: the wasm policies can
+//     for those that declare their decisions cacheable and did not read
+//     these fields); any other policy makes ok false.
+func (c *Chain) AuthorizeWithoutBody(ctx context.Context, req domain.AuthRequest) (out Outcome, ok bool, err error) {
+	req.FSPath, req.FSDest, req.RPC = "", "", nil
+	if req.Action == "" || c.Policies == nil {
+		out, err = c.Authorize(ctx, req)
+		return out, true, err
+	}
+	bodyless, can := c.Policies.(ports.BodylessAuthorizer)
+	if !can {
+		return Outcome{}, false, nil
+	}
+	d, ok, err := bodyless.AuthorizeWithoutBody(ctx, req)
+	if err != nil {
+		return Outcome{Decision: "error"}, true, fmt.Errorf("authorize: %w", err)
+	}
+	if !ok {
+		return Outcome{}, false, nil
+	}
+	out, err = c.conclude(req, &d)
+	return out, true, err
+}
+
+// conclude is the chain's outcome given the policies' decision (nil when
+// there are no policies): theirs when they decided, else the token check's.
+func (c *Chain) conclude(req domain.AuthRequest, d *domain.Decision) (Outcome, error) {
+	if d != nil {
 		switch {
 		case d.Verdict == domain.Deny:
-			return Outcome{Decision: "deny", Principal: d.Principal, By: d.By}, domain.Denied(d)
+			return Outcome{Decision: "deny", Principal: d.Principal, By: d.By}, domain.Denied(*d)
 		case d.Verdict == domain.Grant:
 			return Outcome{Decision: "grant", Principal: d.Principal, By: d.By}, nil
 		case d.Principal != "":

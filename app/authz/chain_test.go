@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
 // policies is a fake ports.Authorizer answering d (or err).
@@ -228,5 +229,58 @@ func BenchmarkTokenCheck(b *testing.B) {
 	tk := NewTokens("t1", "t2", "t3")
 	for b.Loop() {
 		tk.Check("Bearer t3")
+	}
+}
+
+// bodyless is a fake ports.BodylessAuthorizer: it answers d, or cannot
+// decide without the body when !ok.
+type bodyless struct {
+	policies
+	ok bool
+}
+
+func (b *bodyless) AuthorizeWithoutBody(ctx context.Context, r domain.AuthRequest) (domain.Decision, bool, error) {
+	if !b.ok {
+		return domain.Decision{}, false, nil
+	}
+	d, err := b.Authorize(ctx, r)
+	return d, true, err
+}
+
+// The chain without a request's body fields: the token check alone is
+// always decided; policies decide only when they can say their decision
+// does not depend on those fields, and never see them.
+func TestChainWithoutBody(t *testing.T) {
+	req := domain.AuthRequest{Action: domain.ActionFSWrite, FSPath: "/a", FSDest: "/b",
+		RPC: &domain.RPCInfo{Kind: "request", Method: "x"}, Headers: map[string][]string{"authorization": {"Bearer nope"}}}
+	pass := domain.Decision{Verdict: domain.Pass}
+	grant := domain.Decision{Verdict: domain.Grant, Principal: "p", By: "b"}
+	for _, c := range []struct {
+		name     string
+		policies ports.Authorizer
+		ok       bool
+		decision string
+	}{
+		{"no policies", nil, true, "deny"},
+		{"policies without the ability", &policies{d: grant}, false, ""},
+		{"policies that need the body", &bodyless{policies: policies{d: grant}}, false, ""},
+		{"policies passing without it", &bodyless{policies: policies{d: pass}, ok: true}, true, "deny"},
+		{"policies granting without it", &bodyless{policies: policies{d: grant}, ok: true}, true, "grant"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ch := &Chain{Policies: c.policies, Tokens: NewTokens("admin")}
+			out, ok, err := ch.AuthorizeWithoutBody(context.Background(), req)
+			if ok != c.ok || ok && out.Decision != c.decision {
+				t.Fatalf("got %+v, ok %v, %v; want ok %v, %s", out, ok, err, c.ok, c.decision)
+			}
+			if c.decision == "deny" && !errors.Is(err, ErrTokenInvalid) {
+				t.Errorf("refusal %v, want the token check's", err)
+			}
+			if b, _ := c.policies.(*bodyless); b != nil && b.ok {
+				if got := b.got[0]; got.FSPath != "" || got.FSDest != "" || got.RPC != nil {
+					t.Errorf("the policies saw the body's fields: %+v", got)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package files
 import (
 	"archive/tar"
 	"archive/zip"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -141,9 +142,7 @@ func (x *extraction) extract(next archiveReader) error {
 	if x.created == nil {
 		x.created = map[string]bool{}
 	}
-	if x.maxDepth <= 0 {
-		x.maxDepth = DefaultMaxDepth
-	}
+	x.maxDepth = cmp.Or(max(x.maxDepth, 0), DefaultMaxDepth)
 	x.chain = newChain(x.view, x.target, x.guardTarget)
 	defer x.chain.close()
 	for {

@@ -164,14 +164,21 @@ func checkDeepTree(t *testing.T, dir string, depth int) {
 	}
 }
 
-// TestExtractDeepTree: a 300-deep archive (far past the chain's window of
-// handles and several of its checkpoints) with links and hard links at the
-// bottom lands whole, through views that hand out handles, with a bounded
-// number of handles open and every one closed; also merged into a target
-// that already holds part of it.
+// TestExtractDeepTree: a 100-deep archive (three times the chain's window
+// of handles, past three of its checkpoints) with links and hard links at
+// the bottom lands whole, through views that hand out handles, with a
+// bounded number of handles open and every one closed; also merged into a
+// target that already holds part of it. Shallow files after it take the
+// paths listed past their cap. (The test's views cost each call the
+// length of its path, so a deeper tree costs the square of its depth,
+// without exercising anything more.)
 func TestExtractDeepTree(t *testing.T) {
-	const depth = 300
-	archive := makeTar(t, deepTree(depth)...)
+	const depth = 100
+	entries := deepTree(depth)
+	for i := range domain.MaxUploadPaths {
+		entries = append(entries, tarEntry{name: fmt.Sprintf("flat/f%04d", i), body: "f"})
+	}
+	archive := makeTar(t, entries...)
 	bound := 2 * (chainWindow + depth/chainEvery + 2)
 	for _, existing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("target exists %v", existing), func(t *testing.T) {
@@ -194,6 +201,9 @@ func TestExtractDeepTree(t *testing.T) {
 				t.Errorf("paths %d, truncated %v", len(res.Paths), res.Truncated)
 			}
 			checkDeepTree(t, filepath.Join(home, "dst"), depth)
+			if b, err := os.ReadFile(filepath.Join(home, "dst", "flat", fmt.Sprintf("f%04d", domain.MaxUploadPaths-1))); string(b) != "f" {
+				t.Errorf("the last flat file: %q, %v", b, err)
+			}
 			if existing {
 				if b, _ := os.ReadFile(filepath.Join(home, "dst", deepName(depth/3), "mine")); string(b) != "mine" {
 					t.Errorf("the target's own file: %q", b)

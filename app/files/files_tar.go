@@ -2,6 +2,7 @@ package files
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -35,9 +36,7 @@ const stagePrefix = ".sandbox-agent-stage-"
 // MaxUpload: 413 with details.limitBytes past either. Free space is kept
 // above MinFree (507).
 func (f *Files) Upload(ctx context.Context, p string, body io.Reader) (domain.FSUpload, error) {
-	if p == "" {
-		p = "."
-	}
+	p = cmp.Or(p, ".")
 	target, err := f.Resolve(p)
 	if err != nil {
 		return domain.FSUpload{}, err

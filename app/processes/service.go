@@ -1,6 +1,7 @@
 package processes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,18 +105,10 @@ func New(starter ports.ProcessStarter, opts Options) *Service {
 		opts.Ceiling = DefaultCeiling()
 	}
 	opts.Config = clampConfig(opts.Config, opts.Ceiling)
-	if opts.MaxExited <= 0 {
-		opts.MaxExited = 256
-	}
-	if opts.MaxExitedLogBytes <= 0 {
-		opts.MaxExitedLogBytes = 256 << 20
-	}
-	if opts.DrainGrace <= 0 {
-		opts.DrainGrace = time.Second
-	}
-	if opts.LogTotal <= 0 {
-		opts.LogTotal = DefaultLogTotal
-	}
+	opts.MaxExited = cmp.Or(max(opts.MaxExited, 0), 256)
+	opts.MaxExitedLogBytes = cmp.Or(max(opts.MaxExitedLogBytes, 0), 256<<20)
+	opts.DrainGrace = cmp.Or(max(opts.DrainGrace, 0), time.Second)
+	opts.LogTotal = cmp.Or(max(opts.LogTotal, 0), DefaultLogTotal)
 	return &Service{
 		starter: starter, opts: opts, log: opts.Logger, pool: seqring.NewPool(opts.LogTotal),
 		cfg: opts.Config, procs: map[string]*proc{}, runs: map[ports.Process]struct{}{}, nextID: 1,

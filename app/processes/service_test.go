@@ -76,6 +76,10 @@ func TestSetConfig(t *testing.T) {
 }
 
 func TestManagedProcessLifecycle(t *testing.T) {
+	synctest.Test(t, testManagedProcessLifecycle)
+}
+
+func testManagedProcessLifecycle(t *testing.T) {
 	fs := &porttest.FakeStarter{}
 	s := New(fs, Options{})
 	ctx := context.Background()
@@ -95,14 +99,10 @@ func TestManagedProcessLifecycle(t *testing.T) {
 		}
 	}
 	// io.Pipe is synchronous: cat has handed both lines to the pump once
-	// the second write returned; the log has them once the pump appended.
-	var logs domain.ProcessLogsResponse
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if logs, err = s.Logs(info.ID, LogQuery{}); err != nil || text(logs.Entries) == "one\ntwo\n" {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// the second write returned; the log has them once the pump appended,
+	// which it has when every goroutine of the bubble is blocked.
+	synctest.Wait()
+	logs, err := s.Logs(info.ID, LogQuery{})
 	if err != nil || logs.Stream != domain.StreamCombined || text(logs.Entries) != "one\ntwo\n" || logs.Gap != nil {
 		t.Fatalf("Logs = %+v, %v", logs, err)
 	}
@@ -219,6 +219,10 @@ func TestInvalidRequests(t *testing.T) {
 // A reader whose position was evicted from a small log learns of the gap,
 // and a follower reads everything then ends when the process exits.
 func TestLogGapAndFollowerEnd(t *testing.T) {
+	synctest.Test(t, testLogGapAndFollowerEnd)
+}
+
+func testLogGapAndFollowerEnd(t *testing.T) {
 	release := make(chan struct{})
 	fs := &porttest.FakeStarter{Program: func(_ domain.ProcessSpec, p *porttest.FakeUserProcess) {
 		for i := 0; i < 50; i++ {
@@ -237,11 +241,10 @@ func TestLogGapAndFollowerEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := uint64(0)
-	var logs domain.ProcessLogsResponse
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if logs, _ = s.Logs(info.ID, LogQuery{Since: &zero}); logs.Gap != nil && len(logs.Entries) > 0 && logs.Entries[len(logs.Entries)-1].Sequence == 50 {
-			break
-		}
+	synctest.Wait() // the program has written its 50 lines and waits for release
+	logs, _ := s.Logs(info.ID, LogQuery{Since: &zero})
+	if n := len(logs.Entries); n == 0 || logs.Entries[n-1].Sequence != 50 {
+		t.Fatalf("%d entries, want the last to be the 50th line", n)
 	}
 	if logs.Gap == nil || logs.Gap.LastSequence != 0 || logs.Gap.OldestAvailable <= 1 || logs.Entries[0].Sequence != logs.Gap.OldestAvailable {
 		t.Fatalf("gap %+v, first entry %+v", logs.Gap, logs.Entries[0])
@@ -279,6 +282,10 @@ func TestLogGapAndFollowerEnd(t *testing.T) {
 // Exited processes holding more output than MaxExitedLogBytes are
 // forgotten, oldest first.
 func TestMaxExitedLogBytes(t *testing.T) {
+	synctest.Test(t, testMaxExitedLogBytes)
+}
+
+func testMaxExitedLogBytes(t *testing.T) {
 	s := New(&porttest.FakeStarter{Program: func(_ domain.ProcessSpec, p *porttest.FakeUserProcess) {
 		io.WriteString(p.Out, strings.Repeat("x", 1000))
 		p.Exit(porttest.ExitCode(0))
@@ -289,11 +296,9 @@ func TestMaxExitedLogBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, s, info.ID)
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if m := s.Metrics(); m.Running == 0 && m.RunsActive == 0 {
-				break
-			}
+		synctest.Wait() // it has exited, and its exit is recorded
+		if m := s.Metrics(); m.Running != 0 {
+			t.Fatalf("%s still running: %+v", info.ID, m)
 		}
 		ids = append(ids, info.ID)
 	}
@@ -305,6 +310,10 @@ func TestMaxExitedLogBytes(t *testing.T) {
 
 // Exited processes beyond MaxExited are forgotten, oldest first.
 func TestMaxExited(t *testing.T) {
+	synctest.Test(t, testMaxExited)
+}
+
+func testMaxExited(t *testing.T) {
 	s := New(&porttest.FakeStarter{Program: func(_ domain.ProcessSpec, p *porttest.FakeUserProcess) { p.Exit(porttest.ExitCode(0)) }},
 		Options{MaxExited: 2})
 	var ids []string
@@ -313,12 +322,8 @@ func TestMaxExited(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, s, info.ID)
+		synctest.Wait() // it has exited, and its exit is recorded
 		ids = append(ids, info.ID)
-	}
-	// The supervisor records the exit just after done closes.
-	for deadline := time.Now().Add(5 * time.Second); len(s.List("")) != 2 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
 	}
 	list := s.List("")
 	if len(list) != 2 || list[0].ID != ids[1] || list[1].ID != ids[2] {

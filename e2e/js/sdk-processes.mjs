@@ -162,18 +162,35 @@ term.onError((e) => errors.push(e));
 term.onData((bytes) => { output += new TextDecoder().decode(bytes); });
 const readyFrame = await withTimeout(ready, 10000, "terminal ready");
 assert.equal(readyFrame.processId, sh.id);
-const expectOutput = (re, what) => withTimeout(waitFor(() => re.test(output), what), 10000, what);
+// On a timeout, say what the terminal showed and what the daemon logged.
+const expectOutput = async (re, what, from = 0) => {
+  try {
+    await withTimeout(waitFor(() => re.test(output.slice(from)), what), 10000, what);
+  } catch (err) {
+    const logged = decode((await sdk.getProcessLogs(sh.id)).entries);
+    throw new Error(`${err.message}\nterminal output: ${JSON.stringify(output)}\nprocess log: ${JSON.stringify(logged)}`);
+  }
+};
+// command types a line once the shell shows its prompt, as a person does,
+// and waits for re in what follows. Typed sooner, the line is echoed by
+// the terminal at once, before the shell prints the prompt it was about to
+// print ("echo hi\r\n$ hi\r\n"), and output no longer starts a line.
+const command = async (send, line, re, what) => {
+  await expectOutput(/\$ $/, `prompt before ${what}`);
+  const from = output.length;
+  await send(line);
+  await expectOutput(re, what, from);
+};
+const typed = (line) => term.sendInput(line);
 
-term.sendInput("echo hi\n");
-await expectOutput(/\r?\nhi\r?\n/, "echo hi read back");
+await command(typed, "echo hi\n", /\r?\nhi\r?\n/, "echo hi read back");
 term.resize({ cols: 100, rows: 40 });
-term.sendInput("stty size\n");
-await expectOutput(/40 100/, "resize over the socket");
+await command(typed, "stty size\n", /40 100/, "resize over the socket");
 assert.deepEqual(await sdk.resizeProcessTerminal(sh.id, { cols: 120, rows: 50 }), { cols: 120, rows: 50 });
-term.sendInput(new TextEncoder().encode("stty size\n")); // binary input goes as base64
-await expectOutput(/50 120/, "resize over REST");
-await sdk.sendProcessInput(sh.id, { data: "echo via-rest\n", encoding: "utf8" });
-await expectOutput(/\r?\nvia-rest\r?\n/, "REST input reaches the terminal");
+// binary input goes as base64
+await command((line) => term.sendInput(new TextEncoder().encode(line)), "stty size\n", /50 120/, "resize over REST");
+await command((line) => sdk.sendProcessInput(sh.id, { data: line, encoding: "utf8" }), "echo via-rest\n",
+  /\r?\nvia-rest\r?\n/, "REST input reaches the terminal");
 term.sendInput("exit 7\n");
 const exitFrame = await withTimeout(exited, 10000, "terminal exit");
 assert.equal(exitFrame.exitCode, 7);

@@ -54,13 +54,18 @@ const (
 var keys = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // lookup returns the decision remembered for a request alike in what some
-// earlier decision read, if any.
-func (c *decisionCache) lookup(rec abi.RequestView) (domain.Decision, bool) {
+// earlier decision read, if any. Decisions that read any of the fields in
+// unknown (a bit per abi.Field*: values rec does not hold yet) are not
+// candidates.
+func (c *decisionCache) lookup(rec abi.RequestView, unknown uint32) (domain.Decision, bool) {
 	buf := keys.Get().(*[]byte)
 	defer keys.Put(buf)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.shapes {
+		if c.shapes[i].vary.Fields&unknown != 0 {
+			continue
+		}
 		key := c.key((*buf)[:0], i, rec)
 		*buf = key
 		if len(key) > maxKeyBytes {

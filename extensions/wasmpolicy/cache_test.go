@@ -58,6 +58,31 @@ func TestDecisionCache(t *testing.T) {
 	}
 }
 
+// Header names in capitals, as a policy test case may give them, are read
+// by the policy and keyed alike (the record lowers them): a decision that
+// read X-Principal is not reused for another X-Principal.
+func TestDecisionCacheHeaderCase(t *testing.T) {
+	set, _ := load(t, Spec{Path: fixtureWasm, Config: []byte(`{"cache": true}`)})
+	for _, c := range []struct {
+		headers map[string][]string
+		want    string
+	}{
+		{map[string][]string{"X-Fixture": {"grant"}, "X-Principal": {"alice"}}, "alice"},
+		{map[string][]string{"X-Fixture": {"grant"}, "X-Principal": {"bob"}}, "bob"},
+		{map[string][]string{"x-fixture": {"grant"}, "X-PRINCIPAL": {"carol"}}, "carol"},
+		{map[string][]string{"X-Fixture": {"grant"}, "x-principal": {"dave"}, "X-Principal": {"erin"}}, "erin"},
+		{map[string][]string{"X-Fixture": {"grant"}, "X-Principal": {"bob"}}, "bob"},
+	} {
+		d, err := set.Authorize(context.Background(), domain.AuthRequest{Headers: c.headers})
+		if err != nil || d.Principal != c.want {
+			t.Errorf("%v: got %+v, %v; want principal %s", c.headers, d, err, c.want)
+		}
+	}
+	if n := calls(set); n != 4 {
+		t.Errorf("%d module calls, want 4 (the last request is the second's again)", n)
+	}
+}
+
 // Decisions made while reading the clock, or after copying the whole
 // request, are never reused, whatever the policy declared; nor are those
 // of a policy that did not declare them cacheable.

@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -197,9 +198,7 @@ func normalise(d domain.Decision) domain.Decision {
 	if d.Status < 400 || d.Status > 599 {
 		d.Status = 403
 	}
-	if d.Message == "" {
-		d.Message = "denied by policy"
-	}
+	d.Message = cmp.Or(d.Message, "denied by policy")
 	d.Message = truncate(d.Message)
 	return d
 }

@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -52,18 +53,10 @@ func (s *Spec) fill() {
 		base := s.Path[strings.LastIndexAny(s.Path, `/\`)+1:]
 		s.Name = strings.TrimSuffix(base, ".wasm")
 	}
-	if s.CallTimeout <= 0 {
-		s.CallTimeout = DefaultCallTimeout
-	}
-	if s.InitTimeout <= 0 {
-		s.InitTimeout = DefaultInitTimeout
-	}
-	if s.MemoryMiB <= 0 {
-		s.MemoryMiB = DefaultMemoryMiB
-	}
-	if s.Instances <= 0 {
-		s.Instances = max(2, 2*runtime.GOMAXPROCS(0))
-	}
+	s.CallTimeout = cmp.Or(max(s.CallTimeout, 0), DefaultCallTimeout)
+	s.InitTimeout = cmp.Or(max(s.InitTimeout, 0), DefaultInitTimeout)
+	s.MemoryMiB = cmp.Or(max(s.MemoryMiB, 0), DefaultMemoryMiB)
+	s.Instances = cmp.Or(max(s.Instances, 0), max(2, 2*runtime.GOMAXPROCS(0)))
 }
 
 // config returns the configuration document, reading ConfigPath through

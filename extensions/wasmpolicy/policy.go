@@ -53,11 +53,7 @@ func (h *Host) LoadPolicy(ctx context.Context, spec Spec) (*Policy, error) {
 		config = []byte("null")
 	}
 	p := &Policy{spec: spec, config: config, logger: h.logger.With("policy", spec.Name)}
-	pages := uint32(spec.MemoryMiB) * 16 // 64 KiB pages
-	p.rt = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
-		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(pages))
+	p.rt = h.runtime(ctx, spec.MemoryMiB)
 	if err := p.start(ctx, wasm); err != nil {
 		_ = p.rt.Close(ctx)
 		return fail(err)
@@ -148,29 +144,46 @@ var errPolicyClosed = errors.New("policy closed")
 //
 // A decision the policy declared cacheable is remembered (decisionCache)
 // and reused for later requests alike in what it read.
-func (p *Policy) decide(ctx context.Context, req []byte) (domain.Decision, error) {
+//
+// unknown names fields of the record (a bit per abi.Field*) whose values
+// are not known yet, left empty: ok is then true only when the decision
+// is known not to depend on them, because the policy declared it
+// cacheable and did not read them (the promise the decision cache rests
+// on). A failure is not an answer in that case: ok is false and err nil,
+// and the caller asks again with the whole request. With unknown 0, ok is
+// true whenever err is nil.
+func (p *Policy) decide(ctx context.Context, req []byte, unknown uint32) (d domain.Decision, ok bool, err error) {
 	rec, err := abi.ParseRequest(req)
 	if err != nil {
-		return domain.Decision{}, err // not a record AppendRequest made
+		return domain.Decision{}, false, err // not a record AppendRequest made
 	}
-	if d, ok := p.cache.lookup(rec); ok {
-		return d, nil
+	if d, ok := p.cache.lookup(rec, unknown); ok {
+		return d, true, nil
+	}
+	if unknown != 0 && p.spec.NoCache {
+		return domain.Decision{}, false, nil // its word on what it read is not taken
 	}
 	in, err := p.pool.get(ctx)
 	if err != nil {
-		return domain.Decision{}, err
+		return domain.Decision{}, false, err
 	}
 	p.calls.Add(1)
 	d, cacheable, err := in.authorize(ctx, req, p.spec.CallTimeout)
-	if err == nil && cacheable != nil && !p.spec.NoCache {
+	ok = err == nil
+	if ok && cacheable != nil && !p.spec.NoCache {
 		p.cache.store(rec, cacheable, d) // before the instance is handed on
+	}
+	if unknown != 0 {
+		vary, declared := abi.ParseVary(cacheable) // read before the instance is handed on
+		ok = ok && declared && vary.Fields&unknown == 0
+		err = nil // a failure: the whole request will be asked, and fail there
 	}
 	if in.broken {
 		p.pool.discard(in)
 	} else {
 		p.pool.put(in)
 	}
-	return d, err
+	return d, ok, err
 }
 
 // Close stops every instance and the policy's runtime. Calls still running

@@ -9,7 +9,10 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
-var _ ports.Authorizer = (*Reloadable)(nil)
+var (
+	_ ports.Authorizer         = (*Reloadable)(nil)
+	_ ports.BodylessAuthorizer = (*Reloadable)(nil)
+)
 
 // Reloadable is the Authorizer the daemon holds: the current Set behind an
 // atomic pointer, so a reload (SIGHUP) swaps policies without a lock on
@@ -35,6 +38,19 @@ func (r *Reloadable) Authorize(ctx context.Context, req domain.AuthRequest) (dom
 			continue
 		}
 		return d, err
+	}
+}
+
+// AuthorizeWithoutBody asks the current Set, as Authorize does
+// (ports.BodylessAuthorizer).
+func (r *Reloadable) AuthorizeWithoutBody(ctx context.Context, req domain.AuthRequest) (domain.Decision, bool, error) {
+	for {
+		set := r.cur.Load()
+		d, ok, err := set.AuthorizeWithoutBody(ctx, req)
+		if errors.Is(err, errPolicyClosed) && r.cur.Load() != set {
+			continue
+		}
+		return d, ok, err
 	}
 }
 

@@ -143,15 +143,19 @@ func (p *FakeProcess) Wait() (domain.ExitStatus, error) {
 }
 
 // Stop implements ports.AgentProcess: close stdin, OnTerm, and a kill at
-// ctx's deadline.
+// ctx's deadline. Without OnTerm the process ends by the signal, before its
+// stdin is closed: an agent that would exit by itself at the end of its
+// input (as the fakes do) could otherwise win the race and end with code 0,
+// and tests would see either.
 func (p *FakeProcess) Stop(ctx context.Context) error {
 	p.stop.Do(func() {
 		close(p.stopped)
+		if p.OnTerm == nil {
+			p.Exit(Signalled("terminated"))
+		}
 		p.stdin.Close()
 		if p.OnTerm != nil {
 			p.OnTerm(p)
-		} else {
-			p.Exit(Signalled("terminated"))
 		}
 	})
 	select {

@@ -1,6 +1,7 @@
 package exits
 
 import (
+	"cmp"
 	"sort"
 	"strconv"
 	"sync"
@@ -35,9 +36,7 @@ func (c *Counter) Add(st domain.ExitStatus) {
 		k.Code = strconv.Itoa(*st.Code)
 	} else {
 		k.Signal = st.Signal
-		if k.Signal == "" {
-			k.Signal = "unknown"
-		}
+		k.Signal = cmp.Or(k.Signal, "unknown")
 	}
 	c.mu.Lock()
 	if c.m == nil {

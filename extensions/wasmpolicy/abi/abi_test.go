@@ -46,6 +46,45 @@ func TestRequestOrder(t *testing.T) {
 	}
 }
 
+// Header names reach the record in lower case whatever case the caller
+// used; names alike but for case become one, their values kept in order;
+// query names keep their case.
+func TestRequestLowersHeaderNames(t *testing.T) {
+	r := domain.AuthRequest{
+		Headers: map[string][]string{"authorization": {"3"}, "Authorization": {"1", "2"}, "X-B": {"x"}, "a": {"y"}},
+		Query:   map[string][]string{"Agent": {"q"}},
+	}
+	v, _ := ParseRequest(AppendRequest(nil, &r))
+	var got []string
+	for i := range v.NumHeaders() {
+		k, val := v.HeaderAt(i)
+		got = append(got, string(k)+"="+string(val))
+	}
+	if want := []string{"a=y", "authorization=1", "authorization=2", "authorization=3", "x-b=x"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if k, _ := v.QueryAt(0); string(k) != "Agent" {
+		t.Errorf("query name %q", k)
+	}
+	if _, ok := r.Headers["X-B"]; !ok || len(r.Headers) != 4 {
+		t.Errorf("the caller's map changed: %v", r.Headers)
+	}
+}
+
+func TestFoldASCII(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		eq   bool
+	}{{"Authorization", "authorization", true}, {"X-A", "x-a", true}, {"a", "ab", false}, {"\u212a", "k", false}, {"σ", "ς", false}} {
+		if got := EqualFoldASCII(c.a, c.b); got != c.eq {
+			t.Errorf("EqualFoldASCII(%q, %q) = %v", c.a, c.b, got)
+		}
+		if got := LowerASCII(c.a) == LowerASCII(c.b); got != c.eq {
+			t.Errorf("LowerASCII(%q) == LowerASCII(%q): %v", c.a, c.b, got)
+		}
+	}
+}
+
 // A record from a newer host with more fields still reads; one from an
 // older host with fewer reads the missing fields as empty.
 func TestRequestFieldCount(t *testing.T) {

@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"cmp"
 	"errors"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -77,9 +78,7 @@ func ParseAnswer(b []byte, version uint32) (d domain.Decision, failure string, e
 	case VerdictDeny:
 		return domain.Decision{Verdict: domain.Deny, Status: int(le.Uint32(b[4:])), Message: text}, "", nil
 	case VerdictError:
-		if text == "" {
-			text = "policy error"
-		}
+		text = cmp.Or(text, "policy error")
 		return d, text, nil
 	}
 	return d, "", ErrBadAnswer

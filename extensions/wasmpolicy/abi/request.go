@@ -43,7 +43,15 @@ var le = binary.LittleEndian
 
 // AppendRequest encodes r as a request record (see ABI.md) and appends it
 // to dst. Header and query entries are sorted by name, values in their
-// original order; header names are expected in lower case already.
+// original order. Header names are written in lower case (LowerASCII),
+// as the ABI promises, whatever case r holds them in (the daemon's HTTP adapter
+// lowers them already; a policy test case or another caller may not):
+// names that differ only in case become one name, their values in the
+// order of the original names' sort. Guests look headers up in any case,
+// and the decision cache keys on the lower-case names a guest read, so a
+// name left in capitals would be read by the policy but missing from the
+// key, and one decision would be reused for requests the policy would
+// decide otherwise.
 func AppendRequest(dst []byte, r *domain.AuthRequest) []byte {
 	var rpcKind, rpcID, rpcMethod string
 	if r.RPC != nil {
@@ -58,6 +66,7 @@ func AppendRequest(dst []byte, r *domain.AuthRequest) []byte {
 	}
 	headerNames, nh := sortedKeys(r.Headers)
 	queryNames, nq := sortedKeys(r.Query)
+	headerEntries := lowerNames(headerNames)
 
 	base := len(dst)
 	tables := recordHeader + NumFields*fieldEntry + (nh+nq)*pairEntry
@@ -76,18 +85,77 @@ func AppendRequest(dst []byte, r *domain.AuthRequest) []byte {
 	for _, s := range fields {
 		put(s)
 	}
-	for _, m := range []struct {
-		names []string
-		vals  map[string][]string
-	}{{headerNames, r.Headers}, {queryNames, r.Query}} {
-		for _, name := range m.names {
-			for _, v := range m.vals[name] {
-				put(name)
-				put(v)
-			}
+	for i, name := range headerNames {
+		for _, v := range r.Headers[name] {
+			put(headerEntries[i])
+			put(v)
+		}
+	}
+	for _, name := range queryNames {
+		for _, v := range r.Query[name] {
+			put(name)
+			put(v)
 		}
 	}
 	return dst
+}
+
+// lowerNames returns the header names to write for names (sorted
+// already), lowered with LowerASCII, and reorders names to match: by
+// lowered name, the original order breaking ties. Names in lower case
+// already, the common case, cost nothing.
+func lowerNames(names []string) []string {
+	if !slices.ContainsFunc(names, hasUpperASCII) {
+		return names
+	}
+	type pair struct{ lower, name string }
+	pairs := make([]pair, len(names))
+	for i, n := range names {
+		pairs[i] = pair{LowerASCII(n), n}
+	}
+	slices.SortStableFunc(pairs, func(a, b pair) int { return strings.Compare(a.lower, b.lower) })
+	lower := make([]string, len(names))
+	for i, p := range pairs {
+		names[i], lower[i] = p.name, p.lower
+	}
+	return lower
+}
+
+// LowerASCII is s with A to Z lowered. Header names are compared this
+// way throughout the ABI (the host's record, the guest's lookups, the
+// vary block, the cache key), so all of them agree on which entries a
+// name means; HTTP header names are ASCII.
+func LowerASCII(s string) string {
+	if !hasUpperASCII(s) {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lower(c)
+	}
+	return string(b)
+}
+
+// EqualFoldASCII reports whether a and b are equal under LowerASCII.
+func EqualFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		if lower(a[i]) != lower(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasUpperASCII(s string) bool {
+	for i := range len(s) {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // SetPrincipal rewrites the principal field of a record made by

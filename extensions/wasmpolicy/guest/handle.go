@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"cmp"
 	"errors"
 
 	"github.com/sandbox-agent-go/sandbox-agent/extensions/wasmpolicy/abi"
@@ -20,9 +21,7 @@ func handleInit(config []byte) []byte {
 		}
 		if err := c.Configure(config); err != nil {
 			msg := err.Error()
-			if msg == "" {
-				msg = "configure failed"
-			}
+			msg = cmp.Or(msg, "configure failed")
 			return []byte(msg)
 		}
 	}

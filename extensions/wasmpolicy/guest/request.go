@@ -37,10 +37,11 @@ func (r *Request) reset(v abi.RequestView) {
 
 func (r *Request) noteField(i int) { r.read.Fields |= 1 << i }
 
-// noteName adds name to names unless it is there already.
+// noteName adds a header name to names unless it is there already, in
+// any case (abi.EqualFoldASCII, as Header matches it).
 func noteName(names []string, name string) []string {
 	for _, n := range names {
-		if n == name || strings.EqualFold(n, name) {
+		if n == name || abi.EqualFoldASCII(n, name) {
 			return names
 		}
 	}
@@ -178,10 +179,12 @@ func (r *Request) Principal() string { return r.field(abi.FieldPrincipal) }
 func (r *Request) Header(name string) string {
 	r.read.Headers = noteName(r.read.Headers, name)
 	for i := range r.v.NumHeaders() {
-		// Names in the record are lower case; EqualFold spares lowering
-		// name (an allocation when it has capitals).
+		// Names in the record are lower case (abi.LowerASCII); a folding
+		// comparison spares lowering name (an allocation when it has
+		// capitals). The vary block and the host's cache key match names
+		// the same way, so the key holds exactly what was found here.
 		k, v := r.v.HeaderAt(i)
-		if len(k) == len(name) && strings.EqualFold(unsafe.String(unsafe.SliceData(k), len(k)), name) {
+		if abi.EqualFoldASCII(unsafe.String(unsafe.SliceData(k), len(k)), name) {
 			return string(v)
 		}
 	}
@@ -190,7 +193,7 @@ func (r *Request) Header(name string) string {
 
 // HeaderValues returns every value of the named header (any case).
 func (r *Request) HeaderValues(name string) []string {
-	name = strings.ToLower(name)
+	name = abi.LowerASCII(name)
 	r.read.Headers = noteName(r.read.Headers, name)
 	var out []string
 	for i := range r.v.NumHeaders() {

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -37,9 +38,7 @@ func (p *policy) Configure(config []byte) error {
 			return fmt.Errorf("pattern %q: %w", pat, err)
 		}
 	}
-	if p.Status == 0 {
-		p.Status = 403
-	}
+	p.Status = cmp.Or(p.Status, 403)
 	return nil
 }
 

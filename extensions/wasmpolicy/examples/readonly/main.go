@@ -22,6 +22,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -47,9 +48,7 @@ func (p *policy) Configure(config []byte) error {
 	}
 	p.labels = map[string]string{}
 	for tok, label := range c.Tokens {
-		if label == "" {
-			label = "viewer"
-		}
+		label = cmp.Or(label, "viewer")
 		p.labels[tok] = label
 	}
 	for _, tok := range c.ReadOnly {
