@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +78,18 @@ func waitGone(t *testing.T, limit time.Duration, pids ...int) {
 		}
 		return len(alive) == 0
 	}) {
-		t.Fatalf("processes still alive after %v: %v", limit, alive)
+		var what []string
+		for _, p := range alive {
+			what = append(what, describeProc(p))
+		}
+		t.Fatalf("processes still alive after %v: %v\n%s", limit, alive, strings.Join(what, "\n"))
 	}
+}
+
+// describeProc says what a process is, for a failure message: its pid,
+// state, parent and command line.
+func describeProc(pid int) string {
+	s, err := proc.ReadStat(pid)
+	cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return fmt.Sprintf("  pid %d: stat %+v (%v), cmdline %q", pid, s, err, strings.ReplaceAll(string(cmd), "\x00", " "))
 }
