@@ -1,7 +1,7 @@
 # Convenience targets; every command also works without just.
 
 build:
-    go build -o bin/sandbox-agent ./cmd/sandbox-agent
+    CGO_ENABLED=0 go build -o bin/sandbox-agent ./cmd/sandbox-agent
 
 run *ARGS:
     go run ./cmd/sandbox-agent server {{ARGS}}
