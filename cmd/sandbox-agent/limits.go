@@ -140,9 +140,23 @@ func (l *limitFlags) apply(opts *acp.Options) {
 	opts.ReplayTotal = l.replayTotal
 }
 
-func (l *limitFlags) applyHTTP(cfg *httpapi.Config) {
+// applyHTTP gives the HTTP API its part of --inflight-bytes: all of it,
+// less the OpenCode API's share when that is mounted (openCodeShare).
+func (l *limitFlags) applyHTTP(cfg *httpapi.Config, withOpenCode bool) {
 	cfg.InflightBytes = l.inflightBytes
+	if withOpenCode {
+		bodies, events := l.openCodeShare()
+		cfg.InflightBytes = max(cfg.InflightBytes-bodies-events, 1)
+	}
 	cfg.ReadIdleTimeout = l.readIdleTimeout
+}
+
+// openCodeShare is the part of --inflight-bytes the OpenCode API holds:
+// a quarter for its request bodies, and a sixteenth (at most 16 MiB) for
+// its event buffer. It is taken out of the rest of the HTTP API's part,
+// so that mounting /opencode leaves the stated memory bound true.
+func (l *limitFlags) openCodeShare() (bodies, events int64) {
+	return max(l.inflightBytes/4, 1), max(min(l.inflightBytes/16, 16<<20), 1)
 }
 
 // connLimit is --max-conns, shared by the listener (connections) and the

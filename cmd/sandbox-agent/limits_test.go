@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi"
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 )
 
@@ -113,4 +114,26 @@ func mibList(v []int64) []int64 {
 		out[i] = x >> 20
 	}
 	return out
+}
+
+// TestOpenCodeShareWithinInflight: mounting /opencode takes its bodies'
+// and events' budgets out of --inflight-bytes, so the HTTP API and the
+// OpenCode API together hold no more than the flag says.
+func TestOpenCodeShareWithinInflight(t *testing.T) {
+	for _, inflight := range []int64{1, 24 << 20, 256 << 20, 1 << 30} {
+		l := limitFlags{inflightBytes: inflight}
+		bodies, events := l.openCodeShare()
+		var with, without httpapi.Config
+		l.applyHTTP(&with, true)
+		l.applyHTTP(&without, false)
+		if without.InflightBytes != inflight {
+			t.Errorf("inflight %d without OpenCode: HTTP API gets %d", inflight, without.InflightBytes)
+		}
+		if bodies < 1 || events < 1 || events > 16<<20 {
+			t.Errorf("inflight %d: OpenCode share %d bodies, %d events", inflight, bodies, events)
+		}
+		if inflight > 16 && with.InflightBytes+bodies+events != inflight {
+			t.Errorf("inflight %d with OpenCode: %d + %d + %d", inflight, with.InflightBytes, bodies, events)
+		}
+	}
 }

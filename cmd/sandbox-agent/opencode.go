@@ -62,7 +62,7 @@ func stateDir() string {
 
 // newOpenCode opens the sessions database and builds the adapter; nil
 // (and a no-op stop) when --no-opencode.
-func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances, catalog *agents.Catalog, maxBody int64, log *slog.Logger) (*opencode.Adapter, func(context.Context), error) {
+func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances, catalog *agents.Catalog, limits *limitFlags, maxBody int64, log *slog.Logger) (*opencode.Adapter, func(context.Context), error) {
 	if o.disabled {
 		return nil, func(context.Context) {}, nil
 	}
@@ -95,6 +95,7 @@ func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances
 		wd = "/"
 	}
 	home, _ := os.UserHomeDir()
+	bodies, events := limits.openCodeShare()
 	a, err := opencode.New(opencode.Config{
 		Instances: instances,
 		Store:     store,
@@ -107,7 +108,12 @@ func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances
 		Home:         home,
 		Version:      version,
 		Logger:       log,
-		MaxBody:      maxBody,
+		// Its bodies and events come out of --inflight-bytes
+		// (openCodeShare); a body larger than its whole share is refused
+		// as too large rather than "retry later" for ever.
+		MaxBody:       min(maxBody, bodies),
+		InflightBytes: bodies,
+		EventBytes:    events,
 	})
 	if err != nil {
 		store.Close()

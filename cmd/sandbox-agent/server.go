@@ -140,7 +140,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	defer stopPolicies()
 
 	catalog := newCatalog(agents, instances, ra)
-	openCode, stopOpenCode, err := newOpenCode(ctx, &f.opencode, instances, catalog, f.maxACPBody, log)
+	openCode, stopOpenCode, err := newOpenCode(ctx, &f.opencode, instances, catalog, &f.limits, f.maxACPBody, log)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if openCode != nil {
 		httpCfg.OpenCode = openCode
 	}
-	f.limits.applyHTTP(&httpCfg)
+	f.limits.applyHTTP(&httpCfg, openCode != nil)
 	connLimit := f.limits.connLimit()
 	httpCfg.ConnLimit = connLimit
 	handler := httpapi.New(httpCfg)
