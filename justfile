@@ -17,7 +17,7 @@ lint:
     if command -v golangci-lint >/dev/null; then golangci-lint run; fi
 
 # Side-by-side: this daemon, the reference server 0.4.2 (npm) and direct
-# stdio, same mock agent, one run; prints the README's Benchmarks table.
+# stdio, same mock agent, one run; prints the tables of docs/benchmarks.md.
 bench *ARGS:
     go run ./e2e/cmd/benchcmp {{ARGS}}
 

@@ -68,7 +68,7 @@ type RPCInfo struct {
 // these names; a new route gets an existing action where one fits.
 type Action string
 
-// The action vocabulary. README ("Auth policies") and
+// The action vocabulary. docs/auth.md ("Actions") and
 // extensions/wasmpolicy/ABI.md list it with the routes behind each name.
 const (
 	ActionHealthRead    Action = "health.read"    // GET /v1/health

@@ -13,7 +13,7 @@ const (
 )
 
 // MCPServerConfig is one MCP server entry of a directory's config
-// (api.md section 7): the reference's McpServerConfig, tagged by Type.
+// (docs/api.md section 7): the reference's McpServerConfig, tagged by Type.
 // Optional fields are nil when absent and then omitted from the output.
 type MCPServerConfig struct {
 	Type string

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// SkillsConfig is one skills entry of a directory's config (api.md section
+// SkillsConfig is one skills entry of a directory's config (docs/api.md section
 // 7): where an agent's skills come from.
 type SkillsConfig struct {
 	Sources []SkillSource

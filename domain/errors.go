@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Kind is one row of the error table in api.md section 1. Adapters translate
+// Kind is one row of the error table in docs/api.md section 1. Adapters translate
 // technology errors into a Kind at the port; the HTTP adapter maps a Kind to a
 // status and problem body in exactly one place (httpapi's kind table).
 //

@@ -13,7 +13,7 @@ import (
 // counts as a file, as in the reference).
 type FSEntryType string
 
-// The entry types of api.md section 6.
+// The entry types of docs/api.md section 6.
 const (
 	FSFile      FSEntryType = "file"
 	FSDirectory FSEntryType = "directory"

@@ -34,7 +34,7 @@ func parseProblem(t *testing.T, b []byte) problem {
 	return p
 }
 
-// TestACPChecks walks the checks of api.md 4.1 and 4.3 in their order.
+// TestACPChecks walks the checks of docs/api.md 4.1 and 4.3 in their order.
 func TestACPChecks(t *testing.T) {
 	t.Parallel()
 	d := harness.Start(t, harness.Options{Args: []string{"--max-acp-body", "1024"}, Env: []string{"SANDBOX_AGENT_REQUIRE_PREINSTALL=1"}})

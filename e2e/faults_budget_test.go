@@ -5,7 +5,7 @@ package e2e
 // process input, process logs), HTTP/2 streams count against the
 // connection limit, and a POST runs on what the auth chain judged. Each
 // memory test asserts the daemon's peak RSS (VmHWM) stays under the
-// README's memory bound for the flags it runs with.
+// memory bound of docs/limits.md for the flags it runs with.
 
 import (
 	"encoding/json"
@@ -108,8 +108,8 @@ func itoa(i int) string {
 // down against small budgets (the fault suite).
 func issueSizes() bool { return os.Getenv("SANDBOX_AGENT_E2E_ISSUE_SIZES") == "1" }
 
-// budgets are the flags a memory row runs with, and the README's bound
-// for them ("Memory bound"): the soft memory limit the daemon derives, 64
+// budgets are the flags a memory row runs with, and the bound of
+// docs/limits.md for them ("Memory bound"): the soft memory limit the daemon derives, 64
 // MiB + --inflight-bytes + --replay-total + --process-log-total + 1 MiB per
 // --max-instances + 16 KiB per --max-conns.
 type budgets struct {

@@ -3,7 +3,7 @@ package e2e
 // The fault suite, files part: hostile archives, a full disk, a FIFO where
 // a config file should be, and the small fs answers of issue 11. Each test
 // logs the daemon's peak RSS (VmHWM) and the disk used by its target, the
-// figures the README quotes.
+// figures docs/limits.md quotes.
 
 import (
 	"archive/tar"

@@ -131,7 +131,7 @@ func check(t *testing.T, d *harness.Daemon, checks []policyCheck) {
 var jsonCT = []string{"Content-Type", "application/json"}
 
 // Each example runs on a daemon started WITH a token (the admin's), as
-// the README recommends: the checks cover the admin token, the example's
+// docs/auth.md recommends: the checks cover the admin token, the example's
 // scoped token, an unknown token and no token.
 
 // withAdminFile returns server flags reading the admin token from a file.

@@ -23,8 +23,8 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
 
-// secretDaemon is the README's setup: the daemon started in home with
-// --token-file tokens (relative, as the README writes it) and the readonly
+// secretDaemon is the setup of docs/auth.md: the daemon started in home with
+// --token-file tokens (relative, as docs/auth.md writes it) and the readonly
 // example policy with its configuration next to it, plus an agents file.
 // The admin token is admin-tok; the viewer's is viewer-tok.
 func secretDaemon(t *testing.T, extra ...string) *harness.Daemon {
@@ -82,7 +82,7 @@ func daemonThreads(t *testing.T, pid int) []string {
 }
 
 // TestSecretsNeverData is the reproduction and its variants: the
-// viewer of the README's setup, then the admin (a grant of everything),
+// viewer of that setup, then the admin (a grant of everything),
 // ask for the token file and the daemon's /proc under every name.
 func TestSecretsNeverData(t *testing.T) {
 	t.Parallel()

@@ -23,7 +23,7 @@ type Options struct {
 }
 
 // testMethods are the requests the router answers with {"echoedMethod": …}
-// for transport tests (the README lists them), besides any method under
+// for transport tests (docs/mock-agent.md lists them), besides any method under
 // "_mock/". Every other method the SDK does not implement gets -32601.
 var testMethods = map[string]bool{
 	"echo": true, "ping": true, "other": true,

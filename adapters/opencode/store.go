@@ -17,7 +17,7 @@ import (
 
 // Store keeps OpenCode's sessions, messages, parts and todo lists in an
 // embedded SQLite database (modernc.org/sqlite: SQLite translated to Go,
-// no cgo; README "OpenCode"), so the sessions a client sees survive a
+// no cgo; docs/opencode.md), so the sessions a client sees survive a
 // daemon restart. What it stores is the OpenCode JSON of each object, so
 // a listing is the stored bytes.
 //

@@ -55,7 +55,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-// DefaultOptions are the documented defaults of api.md section 4.
+// DefaultOptions are the documented defaults of docs/api.md section 4.
 func DefaultOptions() Options {
 	return Options{
 		RequestTimeout: 120 * time.Second,

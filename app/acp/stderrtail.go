@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// Limits of the stderr tail kept per instance (api.md 4.2).
+// Limits of the stderr tail kept per instance (docs/api.md 4.2).
 const (
 	stderrTailLines = 16
 	stderrTailBytes = 64 << 10

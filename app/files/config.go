@@ -17,7 +17,7 @@ import (
 )
 
 // ConfigStore keeps MCP server and skills entries per directory
-// (api.md section 7), in <directory>/.sandbox-agent/config/mcp.json and
+// (docs/api.md section 7), in <directory>/.sandbox-agent/config/mcp.json and
 // skills.json: JSON objects of name → entry, keys sorted, two-space indent.
 // It only stores; nothing is injected into agents.
 //

@@ -1,6 +1,6 @@
 // Package files is the filesystem use case: Files serves /v1/fs/* (list,
 // stat, read, write, delete, mkdir, move, tar upload), and ConfigStore keeps
-// the MCP server and skills config files of /v1/config/* (api.md sections 6
+// the MCP server and skills config files of /v1/config/* (docs/api.md sections 6
 // and 7). Both work on the same afero.Fs (the host, an os.Root-confined
 // directory for --fs-root, or memory) and share one mapping of filesystem
 // errors to domain kinds, which is why they are one package.

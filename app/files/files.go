@@ -15,7 +15,7 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
-// Files is the filesystem use case behind /v1/fs/* (api.md section 6).
+// Files is the filesystem use case behind /v1/fs/* (docs/api.md section 6).
 //
 // Paths from clients are resolved by domain.ResolveFSPath against Home and
 // then handed to Fs, which decides what they can reach: the host (the
@@ -55,7 +55,7 @@ func (f *Files) Resolve(p string) (string, error) {
 	return abs, nil
 }
 
-// Entries lists a directory without following links (api.md: lstat), sorted
+// Entries lists a directory without following links (docs/api.md: lstat), sorted
 // by name.
 func (f *Files) Entries(ctx context.Context, p string) ([]domain.FSEntry, error) {
 	target, err := f.Resolve(p)
@@ -444,7 +444,7 @@ func modified(fi fs.FileInfo) string {
 	return domain.FormatFSTime(fi.ModTime())
 }
 
-// fsError maps a filesystem error on p to the kinds of api.md section 6:
+// fsError maps a filesystem error on p to the kinds of docs/api.md section 6:
 // missing → 404 not_found "path not found", outside a confined root → 400,
 // not a regular file or a name too long → 400, a broken
 // upload → 400, anything else → 502 stream_error whose message is only the

@@ -17,8 +17,7 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// limitFlags are the resource limits of `sandbox-agent server` (README,
-// "Limits and hostile input").
+// limitFlags are the resource limits of `sandbox-agent server` (docs/limits.md).
 type limitFlags struct {
 	fs              *pflag.FlagSet // what register defined them on: which were given
 	derived         budgets        // what resolve took from the box
@@ -44,7 +43,7 @@ func (l *limitFlags) register(fs *pflag.FlagSet) {
 	d, h := acp.DefaultOptions(), httpapi.DefaultConfig()
 	fs.IntVar(&l.maxInstances, "max-instances", d.MaxInstances, "most live agents at once; one more POST to a new server id gets 429 too_many_instances")
 	fs.DurationVar(&l.exitedTTL, "exited-ttl", d.ExitedTTL, "how long an exited instance stays listed with its stderr tail and replay (at most "+strconv.Itoa(d.MaxExited)+" of them)")
-	fs.Int64Var(&l.inflightBytes, "inflight-bytes", 0, "budget in bytes for request bodies and WebSocket messages held until handled (ACP POSTs until answered); past it 503 overloaded, or a WebSocket closed with 1013 (default: from the memory the daemon may use, at most "+mibs(h.InflightBytes)+"; see README)")
+	fs.Int64Var(&l.inflightBytes, "inflight-bytes", 0, "budget in bytes for request bodies and WebSocket messages held until handled (ACP POSTs until answered); past it 503 overloaded, or a WebSocket closed with 1013 (default: from the memory the daemon may use, at most "+mibs(h.InflightBytes)+"; see docs/limits.md)")
 	fs.Int64Var(&l.replayTotal, "replay-total", 0, "budget in bytes for all replay buffers together; past it the largest lose their oldest events (default: from the memory the daemon may use, at most "+mibs(d.ReplayTotal)+")")
 	fs.DurationVar(&l.readIdleTimeout, "read-idle-timeout", h.ReadIdleTimeout, "cut a request body that delivers nothing for this long (408)")
 	fs.IntVar(&l.maxConns, "max-conns", 4096, "most client connections (and HTTP/2 streams) open at once; more are answered 503 and closed")
@@ -220,7 +219,7 @@ func (l *limitFlags) maxACPBody(body int64) int64 {
 }
 
 // The daemon's share of its box, and what it keeps for itself beyond its
-// budgets (README, "Memory bound").
+// budgets (docs/limits.md, "Memory bound").
 const (
 	// shareOfBox: the daemon takes a quarter of the memory it may use and
 	// leaves the rest to the agents and processes it runs.
@@ -265,7 +264,7 @@ func softLimit(share, inflight, replay, processLogs int64, instances, conns int)
 	return min(memoryBound(inflight, replay, processLogs, instances, conns), max(share, ownReserve+inflight+replay+processLogs))
 }
 
-// memoryBound is the README's memory bound ("Memory bound"): 64 MiB of
+// memoryBound is the memory bound of docs/limits.md ("Memory bound"): 64 MiB of
 // idle heap and slack, the budgets of request bodies and messages
 // (--inflight-bytes), of replay (--replay-total) and of process output
 // (--process-log-total), 1 MiB per instance and 16 KiB per connection.

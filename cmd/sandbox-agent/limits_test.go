@@ -29,7 +29,7 @@ func parseLimitsIn(t *testing.T, b box, args ...string) (*limitFlags, error) {
 	return &l, l.resolve(b)
 }
 
-// The memory bound the README states at the defaults is the one the
+// The memory bound docs/limits.md states at the defaults is the one the
 // daemon gives the runtime, and the process budgets reach the service.
 func TestLimitFlags(t *testing.T) {
 	l, err := parseLimits(t)
@@ -37,7 +37,7 @@ func TestLimitFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := memoryBound(l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns); got != 1252<<20 {
-		t.Errorf("memory bound at the defaults %d MiB, the README says 1252", got>>20)
+		t.Errorf("memory bound at the defaults %d MiB, docs/limits.md says 1252", got>>20)
 	}
 	var opts processes.Options
 	l.applyProcesses(&opts)

@@ -1,7 +1,12 @@
 // Command sandbox-agent runs coding agents that speak ACP over stdio and
 // exposes them over HTTP. This package is the composition root: it parses
-// the command line, wires adapters to the app, and handles signals. It holds
-// no logic beyond that.
+// the command line, wires adapters to the app, and handles signals. It also
+// holds what exists only as part of the command line, thin over the
+// packages it calls: the acp stdio bridge's loop and stdio polling, the
+// policies' loading and `policy test`, the api, credentials, daemon and
+// install commands, and the memory budgets sized from the box
+// (ARCHITECTURE.md lists each file). Logic a second caller could need
+// belongs in a package.
 package main
 
 import (

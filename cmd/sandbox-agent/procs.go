@@ -15,8 +15,8 @@ import (
 // client is waiting for. On a 2-vCPU machine, as sandboxes often are, one P
 // measured a 10-25% lower round-trip p50 and a third less daemon CPU per
 // request, for 10% less throughput with 32 clients driving 32 agents flat
-// out (e2e benchmarks RoundTrip/daemon* and ConcurrentClients; README,
-// "Transport"). An explicit GOMAXPROCS in the environment wins, and agents
+// out (e2e benchmarks RoundTrip/daemon* and ConcurrentClients; docs/benchmarks.md,
+// "Transport against direct stdio"; docs/RATIONALE.md). An explicit GOMAXPROCS in the environment wins, and agents
 // never inherit the daemon's choice, since it is not put in the environment.
 // Setting it stops Go from re-reading a changed cgroup CPU limit while the
 // daemon runs; sandboxes get their limit before it starts.
