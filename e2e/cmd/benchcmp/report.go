@@ -126,6 +126,15 @@ func renderRounds(c config, rounds []*round, refVersion string) string {
 			fmtRatio(ratioOf(dur(o.p50), dur(f.p50))), ms(o.p99), ms(f.p99), fmtRatio(ratioOf(dur(o.p99), dur(f.p99))))
 	}
 
+	fmt.Fprintf(&b, "\nFirst request of a new instance of the minimal agent (a shell script that answers initialize), spawn included, ms (%d instances per leg and round)\n\n", c.firsts)
+	b.WriteString("| round | p50 ours | p50 reference | p50 ours ÷ reference | p99 ours | p99 reference | p99 ours ÷ reference |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for i, r := range rounds {
+		o, f := r.spawnMin["ours"], r.spawnMin["reference"]
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", i+1, ms(o.p50), ms(f.p50),
+			fmtRatio(ratioOf(dur(o.p50), dur(f.p50))), ms(o.p99), ms(f.p99), fmtRatio(ratioOf(dur(o.p99), dur(f.p99))))
+	}
+
 	b.WriteString("\nClosing figures: the paired ratio of each round (ours first), then their median and range\n\n")
 	b.WriteString("| figure | per round | median | range |\n|---|---|---|---|\n")
 	pairs := []struct {
@@ -139,6 +148,9 @@ func renderRounds(c config, rounds []*round, refVersion string) string {
 		{"streaming, ours ÷ reference", func(r *round) float64 { return ratioOf(r.stream["ours"].rate, r.stream["reference"].rate) }},
 		{"first request incl. spawn p50, ours ÷ reference", func(r *round) float64 { return ratioOf(dur(r.spawn["ours"].p50), dur(r.spawn["reference"].p50)) }},
 		{"first request incl. spawn p99, ours ÷ reference", func(r *round) float64 { return ratioOf(dur(r.spawn["ours"].p99), dur(r.spawn["reference"].p99)) }},
+		{"first request incl. spawn p50, minimal agent, ours ÷ reference", func(r *round) float64 {
+			return ratioOf(dur(r.spawnMin["ours"].p50), dur(r.spawnMin["reference"].p50))
+		}},
 		{fmt.Sprintf("RSS after %d updates, ours ÷ reference", c.stream), func(r *round) float64 {
 			return ratioOf(float64(r.rss["ours"]), float64(r.rss["reference"]))
 		}},

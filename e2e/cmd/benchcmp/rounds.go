@@ -36,6 +36,8 @@ type round struct {
 	stream map[string]streamFigures
 	rss    map[string]int64 // KiB, settled, after the streaming run
 	spawn  map[string]latency
+	// spawnMin is spawn with the minimal agent (ours and the reference).
+	spawnMin map[string]latency
 }
 
 // loadavg is the machine's 1, 5 and 15 minute load averages.
@@ -55,7 +57,7 @@ func loadavg() string {
 // in turn: ours, the reference, then the baselines.
 func runRound(ctx context.Context, c config, e *env) (*round, error) {
 	r := &round{load: loadavg(), rtt: map[string]latency{}, stream: map[string]streamFigures{},
-		rss: map[string]int64{}, spawn: map[string]latency{}}
+		rss: map[string]int64{}, spawn: map[string]latency{}, spawnMin: map[string]latency{}}
 	var daemons []*target
 	defer func() {
 		for _, t := range daemons {
@@ -109,20 +111,30 @@ func runRound(ctx context.Context, c config, e *env) (*round, error) {
 		return nil, fmt.Errorf("direct round trips: %w", err)
 	}
 
-	// First request of a new instance, spawn included.
-	for _, t := range daemons {
-		logf("%s: %d first requests", t.kind, c.firsts)
-		var durs []time.Duration
+	// First request of a new instance, spawn included: the mock, then the
+	// minimal agent. The legs take turns instance by instance, so a burst
+	// of other work on the machine falls on both.
+	for _, agent := range []string{"mock", minimalAgent} {
+		logf("%d first requests (%s) on each daemon, in turn", c.firsts, agent)
+		durs := map[string][]time.Duration{}
 		for i := range c.firsts {
-			id := "first-" + strconv.Itoa(i)
-			start := time.Now()
-			if _, err := mustPost(ctx, t, id, "?agent=mock", initMsg); err != nil {
-				return nil, err
+			for _, t := range daemons {
+				id := "first-" + agent + "-" + strconv.Itoa(i)
+				start := time.Now()
+				if _, err := mustPost(ctx, t, id, "?agent="+agent, initMsg); err != nil {
+					return nil, err
+				}
+				durs[t.kind] = append(durs[t.kind], time.Since(start))
+				del(t, id)
 			}
-			durs = append(durs, time.Since(start))
-			del(t, id)
 		}
-		r.spawn[t.kind] = latencyOf(durs)
+		for _, t := range daemons {
+			if agent == "mock" {
+				r.spawn[t.kind] = latencyOf(durs[t.kind])
+			} else {
+				r.spawnMin[t.kind] = latencyOf(durs[t.kind])
+			}
+		}
 	}
 	if r.spawn["direct"], err = directFirsts(ctx, e.bin, c.firsts); err != nil {
 		return nil, fmt.Errorf("direct first requests: %w", err)

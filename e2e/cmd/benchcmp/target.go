@@ -47,6 +47,15 @@ func cleanEnv(home string) []string {
 	return append(env, "HOME="+home, "SANDBOX_AGENT_ACP_REGISTRY_URL=http://127.0.0.1:9/registry.json")
 }
 
+// minimalAgent is the agent id the minimal agent is launched as.
+const minimalAgent = "amp"
+
+const minimalScript = `#!/bin/sh
+read -r line
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+exec cat >/dev/null
+`
+
 func startTarget(ctx context.Context, kind, work, bin, ref string) (*target, error) {
 	home := filepath.Join(work, kind+"-home")
 	launchers := filepath.Join(home, ".local", "share", "sandbox-agent", "bin", "agent_processes")
@@ -55,6 +64,14 @@ func startTarget(ctx context.Context, kind, work, bin, ref string) (*target, err
 	}
 	script := "#!/bin/sh\nexec " + bin + " mock-agent-process \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(launchers, "mock-acp"), []byte(script), 0o755); err != nil {
+		return nil, err
+	}
+	// The minimal agent (as amp, an id both daemons launch from this
+	// directory): a shell that answers initialize at once. Its start
+	// costs little, so its first request shows what each daemon adds to
+	// a spawn; the mock's own start (the whole Go binary) dominates the
+	// mock's.
+	if err := os.WriteFile(filepath.Join(launchers, minimalAgent+"-acp"), []byte(minimalScript), 0o755); err != nil {
 		return nil, err
 	}
 	port, err := freePort()
