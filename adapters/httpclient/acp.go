@@ -43,31 +43,13 @@ func (c *Client) PostACP(ctx context.Context, serverID, agent string, msg []byte
 // lastEventID, when non-empty, resumes after that event. It does not
 // reconnect; DialACP does.
 func (c *Client) StreamACP(ctx context.Context, serverID, lastEventID string, fn func(ACPEvent) error) error {
-	h := http.Header{"Accept": {"text/event-stream"}}
+	h := http.Header{}
 	if lastEventID != "" {
 		h.Set("Last-Event-ID", lastEventID)
 	}
-	resp, err := c.raw(ctx, http.MethodGet, acpPath(serverID), nil, nil, "", h)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	r := NewSSEReader(resp.Body, 0)
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
-		if err := fn(ACPEvent{ID: ev.ID, Data: ev.Data}); err != nil {
-			return err
-		}
-	}
+	return c.follow(ctx, acpPath(serverID), nil, h, func(ev SSEEvent) error {
+		return fn(ACPEvent{ID: ev.ID, Data: ev.Data})
+	})
 }
 
 // ACPServer is one entry of GET /v1/acp.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -202,24 +201,9 @@ type ProcessLogEvent struct {
 // ctx ends (ctx.Err()), or fn returns an error. It does not reconnect; to
 // resume, call it again with Since set to the last entry's sequence.
 func (c *Client) FollowProcessLogs(ctx context.Context, id string, q ProcessLogsQuery, fn func(ProcessLogEvent) error) error {
-	resp, err := c.raw(ctx, http.MethodGet, processPath(id)+"/logs", q.values(true), nil, "", http.Header{"Accept": {"text/event-stream"}})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	r := NewSSEReader(resp.Body, 0)
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
+	return c.follow(ctx, processPath(id)+"/logs", q.values(true), http.Header{}, func(ev SSEEvent) error {
 		var out ProcessLogEvent
+		var err error
 		switch ev.Event {
 		case "log":
 			out.Entry = new(domain.ProcessLogEntry)
@@ -231,15 +215,13 @@ func (c *Client) FollowProcessLogs(ctx context.Context, id string, q ProcessLogs
 			out.Exit = new(domain.ProcessInfo)
 			err = json.Unmarshal(ev.Data, out.Exit)
 		default:
-			continue // an event of a later daemon version
+			return nil // an event of a later daemon version
 		}
 		if err != nil {
 			return fmt.Errorf("follow logs of %s: %s event: %w", id, ev.Event, err)
 		}
-		if err := fn(out); err != nil {
-			return err
-		}
-	}
+		return fn(out)
+	})
 }
 
 // errNotTerminal is the cause of a refused terminal socket.

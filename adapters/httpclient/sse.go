@@ -3,9 +3,12 @@ package httpclient
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 )
 
 // SSEEvent is one Server-Sent Event. On the daemon's ACP stream Event is
@@ -142,5 +145,32 @@ func (s *SSEReader) line() ([]byte, error) {
 			return nil, fmt.Errorf("%w (%d bytes)", ErrSSEEventTooLarge, s.max)
 		}
 		return buf, nil
+	}
+}
+
+// follow GETs path as an event stream and hands each event to fn until
+// the stream ends (nil), ctx ends (ctx.Err()), or fn returns an error.
+func (c *Client) follow(ctx context.Context, path string, q url.Values, h http.Header, fn func(SSEEvent) error) error {
+	h.Set("Accept", "text/event-stream")
+	resp, err := c.raw(ctx, http.MethodGet, path, q, nil, "", h)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	r := NewSSEReader(resp.Body, 0)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
 	}
 }
