@@ -6,15 +6,14 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -23,24 +22,20 @@ import (
 // time.
 const wsBatch = 256
 
-func isWebSocketUpgrade(r *http.Request) bool {
-	return headerHasToken(r.Header, "Upgrade", "websocket")
-}
-
 // acceptACPWebSocket creates a connection and upgrades. Everything that can
 // fail is checked before the agent starts, and answered as a problem.
 func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
-	r := in.req
+	r := in.Request()
 	if r.ProtoMajor != 1 {
-		return nil, invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
+		return nil, route.Invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
 	}
-	if !headerHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Sec-WebSocket-Key") == "" {
-		return nil, invalid("invalid WebSocket handshake: needs Connection: Upgrade and Sec-WebSocket-Key")
+	if !route.HeaderHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Sec-WebSocket-Key") == "" {
+		return nil, route.Invalid("invalid WebSocket handshake: needs Connection: Upgrade and Sec-WebSocket-Key")
 	}
 	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
-		return nil, invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
+		return nil, route.Invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
 	}
-	if !sameOriginOrAllowed(r, cfg.CORS) {
+	if !route.SameOrigin(r, cfg.env.AllowedOrigin) {
 		msg := "cross-origin WebSocket not allowed (see --cors-allow-origin)"
 		return nil, domain.PermissionDenied(msg)
 	}
@@ -48,9 +43,9 @@ func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*
 	if err != nil {
 		return nil, err
 	}
-	log := logger(ctx).With("connection_id", c.ID(), "agent", c.Agent())
+	log := route.Logger(ctx).With("connection_id", c.ID(), "agent", c.Agent())
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		r, w := unwrap(hctx)
+		r, w := route.Unwrap(hctx)
 		w.Header().Set(headerConnID, c.ID())
 		// The origin was checked above, against the CORS settings too.
 		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
@@ -61,18 +56,6 @@ func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*
 		}
 		serveACPWebSocket(ws, c, cfg, r, log)
 	}}, nil
-}
-
-// sameOriginOrAllowed refuses cross-site WebSocket hijacking: a browser
-// page may open a socket to any host, with the user's cookies, and only its
-// Origin header tells. No Origin (a non-browser client) is fine.
-func sameOriginOrAllowed(r *http.Request, cors CORS) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" || cors.allowed(origin) {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 // serveACPWebSocket runs one WebSocket connection until either side ends
@@ -176,12 +159,12 @@ func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
 func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
 	initialized := false
 	for {
-		typ, data, charged, err := readWSMessage(ctx, ws, cfg.MaxACPBody, cfg.inflight)
+		typ, data, charged, err := route.ReadWSMessage(ctx, ws, cfg.MaxACPBody, cfg.env.Budget)
 		if err != nil {
-			cfg.inflight.give(charged)
-			if isOverloaded(err) {
-				log.Info("websocket message refused: in-flight budget spent", "limit_bytes", cfg.inflight.max)
-				closeOverloaded(ws)
+			cfg.env.Budget.Give(charged)
+			if route.IsOverloaded(err) {
+				log.Info("websocket message refused: in-flight budget spent", "limit_bytes", cfg.env.Budget.Max())
+				route.CloseOverloaded(ws)
 			}
 			return
 		}
@@ -189,7 +172,7 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 			continue
 		}
 		done := wsHandle(ctx, ws, c, cfg, r, log, data, &initialized)
-		cfg.inflight.give(charged)
+		cfg.env.Budget.Give(charged)
 		if done {
 			return
 		}
@@ -201,10 +184,10 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger, data []byte, initialized *bool) bool {
 	// A message with raw line breaks is compacted into a copy: charged
 	// before it is made.
-	compacted, err := chargeCompaction(cfg.inflight, data)
-	defer cfg.inflight.give(compacted)
+	compacted, err := route.ChargeCompaction(cfg.env.Budget, data)
+	defer cfg.env.Budget.Give(compacted)
 	if err != nil {
-		closeOverloaded(ws)
+		route.CloseOverloaded(ws)
 		return true
 	}
 	f, err := parseStdFrame(data)
@@ -216,7 +199,7 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config,
 		case !json.Valid(data):
 			code, msg = -32700, "Parse error"
 		case isAmbiguous(data):
-			msg = "Invalid Request: " + problemFor(ctx, err).Detail
+			msg = "Invalid Request: " + route.ProblemFor(ctx, err).Detail
 		}
 		wsReply(ctx, ws, cfg, nil, code, msg)
 		return false
@@ -240,7 +223,7 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config,
 	if err != nil {
 		log.Debug("websocket message refused", "err", err)
 		if f.Kind == domain.FrameRequest {
-			wsReply(ctx, ws, cfg, f.ID, -32603, problemFor(ctx, err).Detail)
+			wsReply(ctx, ws, cfg, f.ID, -32603, route.ProblemFor(ctx, err).Detail)
 		}
 	}
 	return false

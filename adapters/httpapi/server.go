@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
@@ -17,6 +18,10 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
+
+// Problem is an application/problem+json body (RFC 9457); the one mapping
+// from errors to problems is internal/route's.
+type Problem = route.Problem
 
 // Config is what the HTTP adapter needs; cmd/sandbox-agent fills it.
 type Config struct {
@@ -102,9 +107,8 @@ type Config struct {
 	// /metrics as sandbox_agent_memory_limit_bytes{limit}.
 	MemoryLimits []MemoryLimit
 
-	inflight *inflight    // set by fill
-	chain    *authz.Chain // built by New from the fields above
-	metrics  *httpMetrics
+	env     *route.Env // built by fill from the fields above
+	metrics *httpMetrics
 }
 
 // DefaultConfig holds the defaults New applies to zero fields; the
@@ -126,17 +130,23 @@ func (c *Config) fill() {
 	}
 	c.MaxACPBody = cmp.Or(max(c.MaxACPBody, 0), d.MaxACPBody)
 	c.InflightBytes = cmp.Or(max(c.InflightBytes, 0), d.InflightBytes)
-	if c.inflight == nil {
-		c.inflight = &inflight{max: c.InflightBytes}
-	}
 	c.ReadIdleTimeout = cmp.Or(max(c.ReadIdleTimeout, 0), d.ReadIdleTimeout)
 	c.Heartbeat = cmp.Or(max(c.Heartbeat, 0), d.Heartbeat)
 	c.StreamWriteTimeout = cmp.Or(max(c.StreamWriteTimeout, 0), d.StreamWriteTimeout)
 	if c.metrics == nil {
 		c.metrics = newHTTPMetrics()
 	}
-	if c.chain == nil {
-		c.chain = c.newChain()
+	if c.env == nil {
+		c.env = &route.Env{
+			Chain:              c.newChain(),
+			Budget:             route.NewInflight(c.InflightBytes),
+			MaxACPBody:         c.MaxACPBody,
+			Heartbeat:          c.Heartbeat,
+			StreamWriteTimeout: c.StreamWriteTimeout,
+			TokenHeader:        c.TokenHeader,
+			AllowedOrigin:      c.CORS.allowed,
+			CountAuth:          c.metrics.countAuth,
+		}
 	}
 }
 
@@ -144,7 +154,7 @@ func (c *Config) fill() {
 func New(cfg Config) http.Handler {
 	cfg.fill()
 	hm := cfg.metrics
-	hm.inflight = cfg.inflight
+	hm.inflight = cfg.env.Budget
 	mux := http.NewServeMux()
 	register(mux, &cfg)
 	mux.Handle("GET /metrics", metricsHandler(&cfg, hm))
@@ -204,7 +214,10 @@ func (c *Config) newChain() *authz.Chain {
 // register adds every route to mux and returns the API (for its document).
 func register(mux *http.ServeMux, cfg *Config) huma.API {
 	api := NewAPI(mux, cfg.Version)
-	useAuth(api, cfg) // before any operation is registered
+	// The chain's middleware, before any operation is registered.
+	cfg.env.UseAuth(api, func(op *huma.Operation) bool {
+		return cfg.HealthPublic && op.OperationID == opHealth
+	})
 	registerRoot(mux, api, cfg)
 	registerACP(api, cfg)
 	registerACPStd(api, cfg)
