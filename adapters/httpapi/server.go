@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/acpstd"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
@@ -220,7 +221,7 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 	})
 	registerRoot(mux, api, cfg)
 	registerACP(api, cfg)
-	registerACPStd(api, cfg)
+	acpstd.Register(api, cfg.env, cfg.Instances)
 	if cfg.Catalog != nil {
 		registerAgents(api, cfg)
 	}

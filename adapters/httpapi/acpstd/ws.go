@@ -1,4 +1,4 @@
-package httpapi
+package acpstd
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const wsBatch = 256
 
 // acceptACPWebSocket creates a connection and upgrades. Everything that can
 // fail is checked before the agent starts, and answered as a problem.
-func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
+func acceptACPWebSocket(ctx context.Context, cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error) {
 	r := in.Request()
 	if r.ProtoMajor != 1 {
 		return nil, route.Invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
@@ -39,7 +39,7 @@ func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*
 		msg := "cross-origin WebSocket not allowed (see --cors-allow-origin)"
 		return nil, domain.PermissionDenied(msg)
 	}
-	c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportWebSocket)
+	c, err := cfg.instances.Connect(ctx, in.Agent, acp.TransportWebSocket)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*
 // serveACPWebSocket runs one WebSocket connection until either side ends
 // it, then ends the connection's instance. The handler goroutine owns the
 // writer loop; it starts the reader and the pinger and waits for both.
-func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
+func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *server, r *http.Request, log *slog.Logger) {
 	defer c.Close(context.Background()) // disconnect ends the connection
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -100,10 +100,10 @@ func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Req
 // each. A peer that takes nothing for the stream write timeout, or that
 // falls so far behind that the event log has dropped what it has not read,
 // is cut: the log is the only buffer, so memory stays bounded.
-func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *Config) (websocket.StatusCode, string) {
+func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *server) (websocket.StatusCode, string) {
 	buf := make([]acp.Event, 0, wsBatch)
 	for {
-		evs, gap, err := st.Read(ctx, buf[:0], wsBatch, cfg.Heartbeat)
+		evs, gap, err := st.Read(ctx, buf[:0], wsBatch, cfg.env.Heartbeat)
 		switch {
 		case errors.Is(err, acp.ErrStreamClosed):
 			return websocket.StatusNormalClosure, "connection closed"
@@ -114,7 +114,7 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *C
 			return websocket.StatusPolicyViolation, "client read too slowly: " + strconv.FormatUint(lost, 10) + " messages dropped from the replay buffer"
 		}
 		for _, e := range evs {
-			wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+			wctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
 			err := ws.Write(wctx, websocket.MessageText, e.Data)
 			done()
 			if err != nil {
@@ -129,8 +129,8 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *C
 
 // wsPingLoop keeps the socket alive through proxies and finds dead peers:
 // a ping unanswered within the stream write timeout ends the connection.
-func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
-	t := time.NewTicker(cfg.Heartbeat)
+func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *server) {
+	t := time.NewTicker(cfg.env.Heartbeat)
 	defer t.Stop()
 	for {
 		select {
@@ -138,7 +138,7 @@ func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
 			return
 		case <-t.C:
 		}
-		pctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+		pctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
 		err := ws.Ping(pctx)
 		done()
 		if err != nil {
@@ -156,10 +156,10 @@ func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
 // body is, and stays charged until it has been written to the agent's
 // stdin: one past --max-acp-body closes the socket with 1009, one that
 // finds the budget spent with 1013 (try again later).
-func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
+func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *server, r *http.Request, log *slog.Logger) {
 	initialized := false
 	for {
-		typ, data, charged, err := route.ReadWSMessage(ctx, ws, cfg.MaxACPBody, cfg.env.Budget)
+		typ, data, charged, err := route.ReadWSMessage(ctx, ws, cfg.env.MaxACPBody, cfg.env.Budget)
 		if err != nil {
 			cfg.env.Budget.Give(charged)
 			if route.IsOverloaded(err) {
@@ -181,7 +181,7 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 
 // wsHandle forwards one text message; it reports whether the socket is
 // done (closed for a protocol error, or the budget spent).
-func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger, data []byte, initialized *bool) bool {
+func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *server, r *http.Request, log *slog.Logger, data []byte, initialized *bool) bool {
 	// A message with raw line breaks is compacted into a copy: charged
 	// before it is made.
 	compacted, err := route.ChargeCompaction(cfg.env.Budget, data)
@@ -239,7 +239,7 @@ func isAmbiguous(data []byte) bool {
 // wsReply sends a JSON-RPC error response (id null when id is nil). The
 // library serialises concurrent writes, so it may interleave with the
 // writer loop, but only between whole frames.
-func wsReply(ctx context.Context, ws *websocket.Conn, cfg *Config, id []byte, code int, msg string) {
+func wsReply(ctx context.Context, ws *websocket.Conn, cfg *server, id []byte, code int, msg string) {
 	if id == nil {
 		id = []byte("null")
 	}
@@ -252,7 +252,7 @@ func wsReply(ctx context.Context, ws *websocket.Conn, cfg *Config, id []byte, co
 	b = append(b, `,"message":`...)
 	b = append(b, m...)
 	b = append(b, "}}"...)
-	wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+	wctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
 	defer done()
 	_ = ws.Write(wctx, websocket.MessageText, b)
 }

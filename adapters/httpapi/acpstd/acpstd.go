@@ -1,4 +1,4 @@
-package httpapi
+package acpstd
 
 import (
 	"bytes"
@@ -58,7 +58,17 @@ type acpStdDeleteInput struct {
 	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection to end."`
 }
 
-func registerACPStd(api huma.API, cfg *Config) {
+// server is the transport: the settings every route family shares, and
+// the ACP instances its connections are.
+type server struct {
+	env       *route.Env
+	instances *acp.Instances
+}
+
+// Register adds the /acp/{agent} operations (POST, GET: SSE or WebSocket,
+// DELETE) to api; their connections are instances of instances.
+func Register(api huma.API, env *route.Env, instances *acp.Instances) {
+	cfg := &server{env: env, instances: instances}
 	connHeader := map[string]*huma.Param{headerConnID: {
 		Description: "The connection id; also the server id under /v1/acp.",
 		Schema:      &huma.Schema{Type: "string"},
@@ -120,8 +130,8 @@ func registerACPStd(api huma.API, cfg *Config) {
 	})
 }
 
-func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.StreamResponse, error) {
-	body, charged, err := route.ACPPostBody(in.Request(), cfg.MaxACPBody, cfg.env.Budget)
+func postACPStd(ctx context.Context, cfg *server, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	body, charged, err := route.ACPPostBody(in.Request(), cfg.env.MaxACPBody, cfg.env.Budget)
 	// Charged to --inflight-bytes until the POST is answered, as on /v1/acp.
 	defer cfg.env.Budget.Give(charged)
 	if err != nil {
@@ -144,7 +154,7 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 		if ctx, err = authorizeStdPost(ctx, cfg, in.Request(), "", in.Agent, frame); err != nil {
 			return nil, route.AuthError(ctx, err)
 		}
-		c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportHTTP)
+		c, err := cfg.instances.Connect(ctx, in.Agent, acp.TransportHTTP)
 		if err != nil {
 			return nil, err
 		}
@@ -226,11 +236,11 @@ func frameSession(header string, f domain.Frame) (string, error) {
 	return param, nil
 }
 
-func lookupConn(cfg *Config, id, agent string) (*acp.Conn, error) {
+func lookupConn(cfg *server, id, agent string) (*acp.Conn, error) {
 	if id == "" {
 		return nil, route.Invalid("missing Acp-Connection-Id header")
 	}
-	c, err := cfg.Instances.Conn(id, agent)
+	c, err := cfg.instances.Conn(id, agent)
 	if errors.Is(err, acp.ErrUnknownConnection) {
 		return nil, route.WithStatus(http.StatusNotFound, acp.ErrUnknownConnection)
 	}
@@ -238,7 +248,7 @@ func lookupConn(cfg *Config, id, agent string) (*acp.Conn, error) {
 }
 
 // streamACPStd opens an SSE stream of a Streamable HTTP connection.
-func streamACPStd(cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
+func streamACPStd(cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error) {
 	if !acceptsExactly(in.Request().Header.Get("Accept"), "text/event-stream") {
 		return nil, domain.NotAcceptable("Accept must include text/event-stream")
 	}
@@ -349,7 +359,7 @@ func onConn(a domain.Action) route.DescribeFunc {
 // that creates a connection (connID ""), acp.send for everything else.
 // Without policies it does nothing: the middleware has checked the token.
 // A POST the middleware settled (authState) is not asked about again.
-func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
+func authorizeACPStd(ctx context.Context, cfg *server, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
 	if !cfg.env.Chain.HasPolicies() {
 		return ctx, nil
 	}
@@ -365,7 +375,7 @@ func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, 
 
 // authorizeStdPost is authorizeACPStd for a POST, unless the middleware
 // settled it.
-func authorizeStdPost(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
+func authorizeStdPost(ctx context.Context, cfg *server, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
 	if route.Settled(ctx) {
 		return ctx, nil
 	}

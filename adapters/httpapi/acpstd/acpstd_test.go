@@ -1,4 +1,4 @@
-package httpapi
+package acpstd
 
 import (
 	"context"
