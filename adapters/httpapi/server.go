@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/acpstd"
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/processapi"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
@@ -77,10 +78,10 @@ type Config struct {
 
 	// Authorizer, when set, is the auth policies: the first step of the
 	// auth chain on every /v1 request, before the token check; see
-	// authz.go and app/authz.
+	// internal/route (auth.go) and app/authz.
 	Authorizer ports.Authorizer
 
-	// Processes, when set, serves /v1/processes/*; see processes.go.
+	// Processes, when set, serves /v1/processes/*; see processapi.
 	Processes *processes.Service
 
 	// TokenHeader names a second header the bearer token is taken from
@@ -232,7 +233,7 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 		registerConfig(api, cfg)
 	}
 	if cfg.Processes != nil {
-		registerProcesses(api, cfg)
+		processapi.Register(api, cfg.env, cfg.Processes)
 	}
 	if cfg.OpenCode != nil {
 		mountOpenCode(mux, cfg)

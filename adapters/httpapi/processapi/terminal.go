@@ -1,4 +1,4 @@
-package httpapi
+package processapi
 
 import (
 	"cmp"
@@ -40,8 +40,7 @@ type terminalFrame struct {
 	Rows     int    `json:"rows"`
 }
 
-func registerTerminalWS(api huma.API, cfg *Config) {
-	svc := cfg.Processes
+func registerTerminalWS(api huma.API, env *route.Env, svc *processes.Service) {
 	route.Register(api, huma.Operation{
 		OperationID: "get_v1_process_terminal_ws", Method: http.MethodGet, Path: "/v1/processes/{id}/terminal/ws",
 		Summary: "Open a WebSocket to a process's terminal",
@@ -62,7 +61,7 @@ func registerTerminalWS(api huma.API, cfg *Config) {
 			msg := "process is not running in tty mode"
 			return nil, domain.Conflict(msg)
 		}
-		if err := checkUpgrade(in.Request(), cfg.env.AllowedOrigin); err != nil {
+		if err := checkUpgrade(in.Request(), env.AllowedOrigin); err != nil {
 			return nil, err
 		}
 		id := in.ID
@@ -78,7 +77,7 @@ func registerTerminalWS(api huma.API, cfg *Config) {
 			// the reader ends this one when the peer goes.
 			wctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 			defer cancel()
-			serveTerminal(wctx, cancel, c, svc, id, cfg)
+			serveTerminal(wctx, cancel, c, svc, id, env)
 		}}, nil
 	})
 }
@@ -99,11 +98,11 @@ func checkUpgrade(r *http.Request, allowed func(origin string) bool) error {
 	return domain.PermissionDenied(msg)
 }
 
-func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.Conn, svc *processes.Service, id string, cfg *Config) {
+func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.Conn, svc *processes.Service, id string, env *route.Env) {
 	defer c.CloseNow() //nolint:errcheck // idempotent
 	send := func(v any) error {
 		b, _ := json.Marshal(v)
-		wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+		wctx, done := context.WithTimeout(ctx, env.StreamWriteTimeout)
 		defer done()
 		return c.Write(wctx, websocket.MessageText, b)
 	}
@@ -129,9 +128,9 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 			// is written to the terminal, bounded by the input limit the
 			// configuration sets now (1009 past it, 1013 when the budget
 			// is spent).
-			typ, b, charged, err := route.ReadWSMessage(ctx, c, inputBodyLimit(svc), cfg.env.Budget)
+			typ, b, charged, err := route.ReadWSMessage(ctx, c, inputBodyLimit(svc), env.Budget)
 			if err != nil {
-				cfg.env.Budget.Give(charged)
+				env.Budget.Give(charged)
 				if route.IsOverloaded(err) {
 					route.CloseOverloaded(c)
 				}
@@ -141,8 +140,8 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 				sendError("binary input is not supported; send JSON text frames")
 				continue
 			}
-			done := terminalFrameIn(ctx, c, svc, id, cfg, b, sendError)
-			cfg.env.Budget.Give(charged)
+			done := terminalFrameIn(ctx, c, svc, id, env, b, sendError)
+			env.Budget.Give(charged)
 			if done {
 				return
 			}
@@ -150,9 +149,9 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 	}()
 
 	for {
-		chunks, _, err := f.Next(cfg.Heartbeat)
+		chunks, _, err := f.Next(env.Heartbeat)
 		for _, ch := range chunks {
-			wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+			wctx, done := context.WithTimeout(ctx, env.StreamWriteTimeout)
 			werr := c.Write(wctx, websocket.MessageBinary, ch.Data)
 			done()
 			if werr != nil {
@@ -174,7 +173,7 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 			return
 		case len(chunks) == 0:
 			// Idle: make sure the peer is still there.
-			pctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+			pctx, done := context.WithTimeout(ctx, env.StreamWriteTimeout)
 			perr := c.Ping(pctx)
 			done()
 			if perr != nil && ctx.Err() == nil {
@@ -186,14 +185,14 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 
 // terminalFrameIn handles one client frame of a terminal socket; it
 // reports whether the socket is done (closed, or the budget spent).
-func terminalFrameIn(ctx context.Context, c *websocket.Conn, svc *processes.Service, id string, cfg *Config, b []byte, sendError func(string)) bool {
+func terminalFrameIn(ctx context.Context, c *websocket.Conn, svc *processes.Service, id string, env *route.Env, b []byte, sendError func(string)) bool {
 	// Decoding holds the data twice more (the string, then its bytes).
 	extra := route.DecodeCost * int64(len(b))
-	if !cfg.env.Budget.Take(extra) {
+	if !env.Budget.Take(extra) {
 		route.CloseOverloaded(c)
 		return true
 	}
-	defer cfg.env.Budget.Give(extra)
+	defer env.Budget.Give(extra)
 	if err := route.CheckJSONMembers(b, reflect.TypeFor[terminalFrame]()); err != nil {
 		sendError(clientMessage(err))
 		return false

@@ -1,4 +1,4 @@
-package httpapi
+package processapi
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 )
 
 // The processes routes (/v1/processes), with the TypeScript SDK 0.4.2's
-// operation ids, shapes and frames. Errors go through problemFor like every
+// operation ids, shapes and frames. Errors go through route.ProblemFor like every
 // route; the log stream is SSE written here, the terminal a WebSocket
-// (processes_ws.go).
+// (terminal.go).
 
 var procTags = []string{"processes"}
 
@@ -106,8 +106,8 @@ func inputBodyLimit(svc *processes.Service) int64 {
 	return 6*int64(svc.Config().MaxInputBytesPerRequest) + 4<<10
 }
 
-func registerProcesses(api huma.API, cfg *Config) {
-	svc := cfg.Processes
+// Register adds the /v1/processes operations to api, served by svc.
+func Register(api huma.API, env *route.Env, svc *processes.Service) {
 
 	route.Register(api, huma.Operation{
 		OperationID: "get_v1_processes_config", Method: http.MethodGet, Path: "/v1/processes/config",
@@ -213,7 +213,8 @@ func registerProcesses(api huma.API, cfg *Config) {
 		Description: "data is base64 unless encoding says utf8 or text. 413 past maxInputBytesPerRequest (decoded); 409 once the process has exited; 504 when the process reads nothing for 10 s.",
 		Tags:        procTags, Security: route.Bearer,
 		// The middleware reads the body first, bounded by the limit the
-		// configuration sets now (jsonbody.go); huma then reads that copy.
+		// configuration sets now (route.MetaBodyLimit); huma then reads
+		// that copy.
 		MaxBodyBytes: -1,
 		Metadata:     map[string]any{route.MetaBodyLimit: func() int64 { return inputBodyLimit(svc) }},
 	}, route.Act(domain.ActionProcessWrite), func(ctx context.Context, in *procInputInput) (*procInputOutput, error) {
@@ -295,11 +296,11 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer f.Close()
 			_, w := route.Unwrap(hctx)
-			streamProcessLogs(hctx.Context(), w, f, processes.NewEncoder(q.Encoding), cfg)
+			streamProcessLogs(hctx.Context(), w, f, processes.NewEncoder(q.Encoding), env)
 		}}, nil
 	})
 
-	registerTerminalWS(api, cfg)
+	registerTerminalWS(api, env, svc)
 }
 
 // logsSince is the position to read after: the larger of since and
@@ -362,7 +363,7 @@ func hctxWriter(hctx huma.Context) http.ResponseWriter {
 // deleted, the client leaves, or a write stalls past the stream write
 // timeout. Like streamSSE, it clears the server's write deadline and sets
 // one per write round instead.
-func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, entries *processes.Encoder, cfg *Config) {
+func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, entries *processes.Encoder, env *route.Env) {
 	rc, bw, ok := route.StartSSE(w)
 	defer route.ClearDeadline(rc)
 	if !ok {
@@ -371,11 +372,11 @@ func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.
 	var num []byte
 	enc := json.NewEncoder(bw)
 	for {
-		chunks, gap, err := f.Next(cfg.Heartbeat)
+		chunks, gap, err := f.Next(env.Heartbeat)
 		if ctx.Err() != nil {
 			return
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(env.StreamWriteTimeout))
 		switch {
 		case gap != nil:
 			entries.Gap()
