@@ -422,6 +422,12 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"adapters/opencode", mod + "/app/acp", false, true},
 		{"adapters/opencode", mod + "/adapters/httpapi", false, false},
 		{"adapters/httpapi", mod + "/adapters/opencode", false, false},
+		// The route families below httpapi, and what they share, are httpapi.
+		{"adapters/httpapi", mod + "/adapters/httpapi/acpstd", false, true},
+		{"adapters/httpapi/acpstd", mod + "/adapters/httpapi/internal/route", false, true},
+		{"adapters/httpapi/processapi", mod + "/app/processes", false, true},
+		{"adapters/httpapi/acpstd", mod + "/adapters/opencode", false, false},
+		{"adapters/httpapi/internal/route", mod + "/adapters/httpclient", false, false},
 		{"adapters/npm", mod + "/app/acp", false, false},
 		{"adapters/httpclient", mod + "/app", false, false},
 		{"adapters/httpclient", mod + "/domain", false, true},

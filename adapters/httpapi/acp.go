@@ -7,31 +7,20 @@ import (
 	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-func unwrap(ctx huma.Context) (*http.Request, http.ResponseWriter) { return humago.Unwrap(ctx) }
-
-// rawRequest gives a huma input access to the request itself, for routes
-// that read their body as a stream of bytes.
-type rawRequest struct{ req *http.Request }
-
-func (r *rawRequest) Resolve(ctx huma.Context) []error {
-	r.req, _ = unwrap(ctx)
-	return nil
-}
-
 type acpPostInput struct {
-	rawRequest
+	route.RawRequest
 	ServerID string `path:"server_id" doc:"Client-chosen id of the ACP server instance."`
 	Agent    string `query:"agent" doc:"Agent to start on the first POST to a new server id."`
 }
 
 type acpStreamInput struct {
-	rawRequest
+	route.RawRequest
 	ServerID    string `path:"server_id"`
 	LastEventID string `header:"Last-Event-ID" doc:"Resume after this event id."`
 }
@@ -55,83 +44,81 @@ type stderrOutput struct {
 	Body        []byte
 }
 
-var jsonObject = &huma.Schema{Type: "object", Description: "One JSON-RPC 2.0 message, passed through byte for byte."}
-
 func registerACP(api huma.API, cfg *Config) {
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_acp_servers", Method: http.MethodGet, Path: "/v1/acp",
-		Summary: "List ACP server instances", Tags: []string{"acp"}, Security: bearer,
-	}, act(domain.ActionACPRead), func(ctx context.Context, _ *struct{}) (*acpListOutput, error) {
+		Summary: "List ACP server instances", Tags: []string{"acp"}, Security: route.Bearer,
+	}, route.Act(domain.ActionACPRead), func(ctx context.Context, _ *struct{}) (*acpListOutput, error) {
 		out := &acpListOutput{}
 		out.Body.Servers = cfg.Instances.List()
 		return out, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_acp", Method: http.MethodPost, Path: "/v1/acp/{server_id}",
 		Summary:     "Send one JSON-RPC message to an ACP agent",
 		Description: "Requests are answered with the agent's response (200), except asynchronous methods (202, response on the stream). Notifications and responses answer 202.",
-		Tags:        []string{"acp"}, Security: bearer,
-		RequestBody: rawBody("application/json"),
-		Metadata:    map[string]any{metaDeferred: true},
+		Tags:        []string{"acp"}, Security: route.Bearer,
+		RequestBody: route.RawBody("application/json"),
+		Metadata:    map[string]any{route.MetaDeferred: true},
 		Responses: map[string]*huma.Response{
-			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
+			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: route.JSONObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, describeACPPost, withHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
-		body, charged, err := acpPostBody(in.req, cfg.MaxACPBody, cfg.inflight)
+	}, describeACPPost, route.WithHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
+		body, charged, err := route.ACPPostBody(in.Request(), cfg.MaxACPBody, cfg.env.Budget)
 		// The body counts against the budget until the POST is answered:
 		// it is held while it waits for the agent's stdin, and its id
 		// while a synchronous request waits for the response.
-		defer cfg.inflight.give(charged)
+		defer cfg.env.Budget.Give(charged)
 		if err != nil {
 			return nil, err
 		}
-		compacted, err := chargeCompaction(cfg.inflight, body)
-		defer cfg.inflight.give(compacted)
+		compacted, err := route.ChargeCompaction(cfg.env.Budget, body)
+		defer cfg.env.Budget.Give(compacted)
 		if err != nil {
 			return nil, err
 		}
 		frame, err := domain.ParseFrame(body)
 		switch {
 		case errors.Is(err, domain.ErrNotObject):
-			return nil, invalid("request body must be a JSON-RPC object")
+			return nil, route.Invalid("request body must be a JSON-RPC object")
 		case errors.Is(err, domain.ErrAmbiguousKey):
-			return nil, invalid("ambiguous JSON-RPC message: %v", err)
+			return nil, route.Invalid("ambiguous JSON-RPC message: %v", err)
 		case err != nil:
-			return nil, invalid("invalid JSON body: %v", err)
+			return nil, route.Invalid("invalid JSON body: %v", err)
 		}
-		if !authOf(ctx).settled {
-			if ctx, err = authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
-				return nil, authError(ctx, err)
+		if !route.Settled(ctx) {
+			if ctx, err = authorizeACPPost(ctx, cfg, in.Request(), in.ServerID, in.Agent, frame); err != nil {
+				return nil, route.AuthError(ctx, err)
 			}
 		}
 		resp, err := postJudged(ctx, cfg, in, frame)
 		if err != nil {
 			return nil, err
 		}
-		return rawResponse(resp), nil
+		return route.RawResponse(resp), nil
 	}))
 
-	documentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", jsonObject)
+	route.DocumentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", route.JSONObject)
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_acp", Method: http.MethodGet, Path: "/v1/acp/{server_id}",
 		Summary:     "Stream an ACP agent's messages (Server-Sent Events)",
 		Description: "Frames are `event: message`, `id: <seq>`, `data: <json>`. Replays buffered events after Last-Event-ID, then follows live; `: heartbeat` after 15 s idle; an `_adapter/replay_gap` frame without id marks evicted events.",
-		Tags:        []string{"acp"}, Security: bearer,
+		Tags:        []string{"acp"}, Security: route.Bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 		},
-	}, onServer(domain.ActionACPRead), func(ctx context.Context, in *acpStreamInput) (*huma.StreamResponse, error) {
-		if !accepts(in.req.Header.Get("Accept"), "text/event-stream") {
+	}, route.OnServer(domain.ActionACPRead), func(ctx context.Context, in *acpStreamInput) (*huma.StreamResponse, error) {
+		if !route.Accepts(in.Request().Header.Get("Accept"), "text/event-stream") {
 			return nil, domain.NotAcceptable("this endpoint only produces text/event-stream")
 		}
 		var after *uint64
 		if in.LastEventID != "" {
 			n, err := strconv.ParseUint(in.LastEventID, 10, 64)
 			if err != nil {
-				return nil, invalid("Last-Event-ID must be a positive integer")
+				return nil, route.Invalid("Last-Event-ID must be a positive integer")
 			}
 			after = &n
 		}
@@ -141,25 +128,25 @@ func registerACP(api huma.API, cfg *Config) {
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer cur.Close()
-			_, w := unwrap(hctx)
-			streamSSE(hctx.Context(), w, cur, cfg)
+			_, w := route.Unwrap(hctx)
+			cfg.env.StreamSSE(hctx.Context(), w, cur)
 		}}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "delete_v1_acp", Method: http.MethodDelete, Path: "/v1/acp/{server_id}",
 		Summary: "Stop an ACP server instance (idempotent)",
-		Tags:    []string{"acp"}, Security: bearer,
+		Tags:    []string{"acp"}, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
-	}, onServer(domain.ActionACPStop), func(ctx context.Context, in *acpDeleteInput) (*struct{}, error) {
+	}, route.OnServer(domain.ActionACPStop), func(ctx context.Context, in *acpDeleteInput) (*struct{}, error) {
 		cfg.Instances.Delete(context.WithoutCancel(ctx), in.ServerID)
 		return nil, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_acp_stderr", Method: http.MethodGet, Path: "/v1/acp/{server_id}/stderr",
-		Summary: "The agent's buffered stderr tail", Tags: []string{"acp"}, Security: bearer,
-	}, onServer(domain.ActionACPRead), func(ctx context.Context, in *acpStderrInput) (*stderrOutput, error) {
+		Summary: "The agent's buffered stderr tail", Tags: []string{"acp"}, Security: route.Bearer,
+	}, route.OnServer(domain.ActionACPRead), func(ctx context.Context, in *acpStderrInput) (*stderrOutput, error) {
 		tail, err := cfg.Instances.Stderr(in.ServerID)
 		if err != nil {
 			return nil, err
@@ -183,81 +170,15 @@ func postJudged(ctx context.Context, cfg *Config, in *acpPostInput, frame domain
 		resp, err := cfg.Instances.Post(ctx, acp.PostRequest{
 			ServerID: in.ServerID,
 			Agent:    in.Agent,
-			HasAgent: in.req.URL.Query().Has("agent"),
+			HasAgent: in.Request().URL.Query().Has("agent"),
 			Frame:    frame,
-			Judged:   &acp.Judgement{Generation: authOf(ctx).instance},
+			Judged:   &acp.Judgement{Generation: route.JudgedInstance(ctx)},
 		})
 		if !errors.Is(err, acp.ErrInstanceChanged) || try == maxRedecide {
 			return resp, err
 		}
-		if ctx, err = authorizeACPPost(ctx, cfg, in.req, in.ServerID, in.Agent, frame); err != nil {
-			return nil, authError(ctx, err)
+		if ctx, err = authorizeACPPost(ctx, cfg, in.Request(), in.ServerID, in.Agent, frame); err != nil {
+			return nil, route.AuthError(ctx, err)
 		}
 	}
-}
-
-// withHeaders maps a handler's error to its problem inside the handler, for
-// the kinds whose problem carries headers (Retry-After): huma takes response
-// headers only from the error a handler returns, not from the one its error
-// hook makes of it.
-func withHeaders[I, O any](h func(context.Context, *I) (O, error)) func(context.Context, *I) (O, error) {
-	return func(ctx context.Context, in *I) (O, error) {
-		out, err := h(ctx, in)
-		if e, ok := domain.AsError(err); ok && kindInfo[e.Kind].retryAfter != "" {
-			return out, problemFor(ctx, err)
-		}
-		return out, err
-	}
-}
-
-// rawBody declares a request body that the handler reads itself. It has no
-// schema at registration, because huma reads and validates any body whose
-// media type has one; documentBody adds the schema to the document after.
-func rawBody(contentType string) *huma.RequestBody {
-	return &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{contentType: {}}}
-}
-
-// documentBody sets the schema of a raw request body in the document only.
-// The operation must be registered already, with rawBody(contentType).
-func documentBody(api huma.API, path, method, contentType string, schema *huma.Schema) {
-	item := api.OpenAPI().Paths[path]
-	var op *huma.Operation
-	if item != nil {
-		op = map[string]*huma.Operation{
-			http.MethodPost: item.Post, http.MethodPut: item.Put, http.MethodPatch: item.Patch,
-			http.MethodDelete: item.Delete, http.MethodGet: item.Get,
-		}[method]
-	}
-	if op == nil || op.RequestBody == nil || op.RequestBody.Content[contentType] == nil {
-		panic("documentBody: no " + method + " " + path + " with a raw " + contentType + " body registered")
-	}
-	op.RequestBody.Content[contentType].Schema = schema
-}
-
-// acpPostBody applies the checks of api.md 4.1 in order (content type,
-// accept, size) and reads the body.
-// It returns what it charged to the in-flight budget, to be given back
-// when the request is answered (also on error).
-func acpPostBody(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
-	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
-		return nil, 0, domain.UnsupportedMedia("expected Content-Type: application/json")
-	}
-	if !accepts(r.Header.Get("Accept"), "application/json") {
-		return nil, 0, domain.NotAcceptable("this endpoint only produces application/json")
-	}
-	return readCharged(r, limit, budget)
-}
-
-// rawResponse answers 200 with the agent's bytes, or 202 with no body.
-func rawResponse(body []byte) *huma.StreamResponse {
-	return &huma.StreamResponse{Body: func(ctx huma.Context) {
-		if body == nil {
-			ctx.SetStatus(http.StatusAccepted)
-			return
-		}
-		ctx.SetHeader("Content-Type", "application/json")
-		ctx.SetHeader("Content-Length", strconv.Itoa(len(body)))
-		ctx.SetStatus(http.StatusOK)
-		_, _ = ctx.BodyWriter().Write(body)
-	}}
 }

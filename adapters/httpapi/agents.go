@@ -6,6 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -42,20 +43,20 @@ type agentInstallOutput struct {
 
 func registerAgents(api huma.API, cfg *Config) {
 	catalog := cfg.Catalog
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_agents", Method: http.MethodGet, Path: "/v1/agents",
-		Summary: "List agents", Tags: []string{"agents"}, Security: bearer,
+		Summary: "List agents", Tags: []string{"agents"}, Security: route.Bearer,
 		Description: "Known agents in a fixed order, then operator-defined and other installed agents.",
-	}, act(domain.ActionAgentRead), func(ctx context.Context, in *agentListInput) (*agentListOutput, error) {
+	}, route.Act(domain.ActionAgentRead), func(ctx context.Context, in *agentListInput) (*agentListOutput, error) {
 		out := &agentListOutput{}
 		out.Body.Agents = catalog.List(ctx, agents.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
 		return out, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_agent", Method: http.MethodGet, Path: "/v1/agents/{agent}",
-		Summary: "Describe one agent", Tags: []string{"agents"}, Security: bearer,
-	}, onAgent(domain.ActionAgentRead), func(ctx context.Context, in *agentGetInput) (*agentGetOutput, error) {
+		Summary: "Describe one agent", Tags: []string{"agents"}, Security: route.Bearer,
+	}, route.OnAgent(domain.ActionAgentRead), func(ctx context.Context, in *agentGetInput) (*agentGetOutput, error) {
 		info, err := catalog.Get(ctx, in.Agent, agents.CatalogQuery{Config: in.Config, NoCache: in.NoCache})
 		if err != nil {
 			return nil, err
@@ -63,11 +64,11 @@ func registerAgents(api huma.API, cfg *Config) {
 		return &agentGetOutput{Body: info}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_agent_install", Method: http.MethodPost, Path: "/v1/agents/{agent}/install",
-		Summary: "Install an agent", Tags: []string{"agents"}, Security: bearer,
+		Summary: "Install an agent", Tags: []string{"agents"}, Security: route.Bearer,
 		Description: "Installs the agent's ACP adapter (from the ACP registry, else a pinned fallback) and, where needed, its native binary. Idempotent unless reinstall is set.",
-	}, onAgent(domain.ActionAgentInstall), func(ctx context.Context, in *agentInstallInput) (*agentInstallOutput, error) {
+	}, route.OnAgent(domain.ActionAgentInstall), func(ctx context.Context, in *agentInstallInput) (*agentInstallOutput, error) {
 		var opts domain.InstallOptions
 		if in.Body != nil {
 			opts = *in.Body

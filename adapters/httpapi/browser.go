@@ -6,10 +6,11 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// Browser safety (api.md section 3), token or not. A web page on another
+// Browser safety (docs/api.md section 3), token or not. A web page on another
 // site can make a browser send requests to the daemon: simple ones
 // (no-cors fetch, forms) without asking it first, and, through DNS
 // rebinding, even as if from the daemon's own origin. The MCP transport
@@ -34,12 +35,12 @@ func guardBrowsers(next http.Handler, cfg *Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if cfg.CheckHost && !hostAllowed(r.Host, allowed) {
 			msg := "host '" + r.Host + "' is not allowed; use localhost or 127.0.0.1, or start the daemon with --allowed-host NAME"
-			writeProblem(w, problemFor(r.Context(), withStatus(http.StatusMisdirectedRequest, domain.InvalidRequest("%s", msg))))
+			route.WriteProblem(w, route.ProblemFor(r.Context(), route.WithStatus(http.StatusMisdirectedRequest, domain.InvalidRequest("%s", msg))))
 			return
 		}
 		if changesState(r) {
 			if msg := crossSite(r, cfg.CORS); msg != "" {
-				writeProblem(w, problemFor(r.Context(), domain.PermissionDenied(msg)))
+				route.WriteProblem(w, route.ProblemFor(r.Context(), domain.PermissionDenied(msg)))
 				return
 			}
 		}

@@ -15,7 +15,7 @@ import (
 )
 
 // Browser safety, token or not: the Host, Origin, Sec-Fetch-Site and
-// content-type rules of api.md section 3.
+// content-type rules of docs/api.md section 3.
 func TestBrowserGuard(t *testing.T) {
 	srv := plainServer(t, Config{
 		CheckHost: true, AllowedHosts: []string{"sandbox.internal"},

@@ -176,13 +176,13 @@ func opID(o *huma.Operation) string {
 	return o.OperationID
 }
 
-// A raw route wrapped with withAuth reaches the chain with its action.
+// A raw route wrapped with Env.WithAuth reaches the chain with its action.
 func TestWithAuth(t *testing.T) {
 	rec := &recorder{}
 	cfg := fullConfig(rec)
 	cfg.fill()
 	ran := false
-	h := withAuth(&cfg, "/acp/{agent}", "post_acp", func(r *http.Request, c *authz.Chain, req *domain.AuthRequest) {
+	h := cfg.env.WithAuth("/acp/{agent}", "post_acp", func(r *http.Request, c *authz.Chain, req *domain.AuthRequest) {
 		c.ACPPost(req, "", r.PathValue("agent"))
 	}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
 	mux := http.NewServeMux()

@@ -8,10 +8,11 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// The MCP and skills config routes of api.md section 7. Entry bodies are
+// The MCP and skills config routes of docs/api.md section 7. Entry bodies are
 // read and normalised by domain.ParseMCPServerConfig/ParseSkillsConfig
 // rather than by huma, so aliases, dropped unknown fields, output order and
 // the 400 (not JSON) / 422 (wrong shape) split follow the reference.
@@ -19,25 +20,25 @@ import (
 // The two query structs differ only in the name parameter's tags (huma
 // reads parameters from struct tags); everything else is configKind.
 type mcpConfigInput struct {
-	rawRequest
+	route.RawRequest
 	Directory string `query:"directory" doc:"Target directory: absolute, or relative to the daemon's working directory."`
 	Name      string `query:"mcpName" doc:"MCP entry name."`
 	NameAlias string `query:"mcp_name" hidden:"true"`
 }
 
 type skillsConfigInput struct {
-	rawRequest
+	route.RawRequest
 	Directory string `query:"directory" doc:"Target directory: absolute, or relative to the daemon's working directory."`
 	Name      string `query:"skillName" doc:"Skill entry name."`
 	NameAlias string `query:"skill_name" hidden:"true"`
 }
 
 func (in *mcpConfigInput) query() (*http.Request, string, string) {
-	return in.req, in.Directory, cmp.Or(in.Name, in.NameAlias)
+	return in.Request(), in.Directory, cmp.Or(in.Name, in.NameAlias)
 }
 
 func (in *skillsConfigInput) query() (*http.Request, string, string) {
-	return in.req, in.Directory, cmp.Or(in.Name, in.NameAlias)
+	return in.Request(), in.Directory, cmp.Or(in.Name, in.NameAlias)
 }
 
 // configQuery is what the routes read of either query struct: the request,
@@ -109,11 +110,11 @@ func registerConfigKind[I any, PI interface {
 	configQuery
 }, T, B any](api huma.API, cfg *Config, k configKind[T, B]) {
 	path := "/v1/config/" + k.name
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_config_" + k.name, Method: http.MethodGet, Path: path,
-		Summary: "Read one " + k.noun + " entry of a directory", Tags: configTags, Security: bearer,
+		Summary: "Read one " + k.noun + " entry of a directory", Tags: configTags, Security: route.Bearer,
 		Errors: []int{http.StatusNotFound},
-	}, onDirectory(domain.ActionConfigRead), func(ctx context.Context, in *I) (*configOutput[B], error) {
+	}, route.OnDirectory(domain.ActionConfigRead), func(ctx context.Context, in *I) (*configOutput[B], error) {
 		_, dir, name := PI(in).query()
 		v, err := k.get(ctx, dir, name)
 		if err != nil {
@@ -122,20 +123,20 @@ func registerConfigKind[I any, PI interface {
 		return &configOutput[B]{Body: k.body(v)}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "put_v1_config_" + k.name, Method: http.MethodPut, Path: path,
 		Summary:     "Store one " + k.noun + " entry of a directory",
 		Description: "Upserts the entry in <directory>/.sandbox-agent/config/" + k.file + "." + k.note,
-		Tags:        configTags, Security: bearer,
+		Tags:        configTags, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
-		RequestBody:   rawBody("application/json"),
-	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
+		RequestBody:   route.RawBody("application/json"),
+	}, route.OnDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
 		r, dir, name := PI(in).query()
 		if err := k.check(dir, name); err != nil {
 			return nil, err
 		}
-		body, charged, err := configBody(r, cfg.inflight)
-		defer cfg.inflight.give(charged)
+		body, charged, err := configBody(r, cfg.env.Budget)
+		defer cfg.env.Budget.Give(charged)
 		if err != nil {
 			return nil, err
 		}
@@ -145,13 +146,13 @@ func registerConfigKind[I any, PI interface {
 		}
 		return nil, k.set(ctx, dir, name, v)
 	})
-	documentBody(api, path, http.MethodPut, "application/json", k.schema)
+	route.DocumentBody(api, path, http.MethodPut, "application/json", k.schema)
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "delete_v1_config_" + k.name, Method: http.MethodDelete, Path: path,
-		Summary: "Delete one " + k.noun + " entry of a directory (idempotent)", Tags: configTags, Security: bearer,
+		Summary: "Delete one " + k.noun + " entry of a directory (idempotent)", Tags: configTags, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
-	}, onDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
+	}, route.OnDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
 		_, dir, name := PI(in).query()
 		return nil, k.del(ctx, dir, name)
 	})
@@ -160,20 +161,20 @@ func registerConfigKind[I any, PI interface {
 // configBody checks the media type and reads a config entry body, charged
 // to the in-flight budget until the request is answered (the caller gives
 // back what it returns as charged, also on error).
-func configBody(r *http.Request, budget *inflight) ([]byte, int64, error) {
-	if !isMediaType(r.Header.Get("Content-Type"), "application/json") {
+func configBody(r *http.Request, budget *route.Inflight) ([]byte, int64, error) {
+	if !route.IsMediaType(r.Header.Get("Content-Type"), "application/json") {
 		return nil, 0, domain.UnsupportedMedia("expected Content-Type: application/json")
 	}
-	return readCharged(r, maxConfigBody, budget)
+	return route.ReadCharged(r, maxConfigBody, budget)
 }
 
 // configParseError: not JSON → 400, JSON of the wrong shape → 422, both
 // invalid_request.
 func configParseError(err error) error {
 	if errors.Is(err, domain.ErrConfigSyntax) {
-		return invalid("invalid JSON body: %v", errors.Unwrap(err))
+		return route.Invalid("invalid JSON body: %v", errors.Unwrap(err))
 	}
-	return withStatus(http.StatusUnprocessableEntity, domain.InvalidRequest("%s", err.Error()))
+	return route.WithStatus(http.StatusUnprocessableEntity, domain.InvalidRequest("%s", err.Error()))
 }
 
 var stringMapSchema = &huma.Schema{Type: "object", AdditionalProperties: &huma.Schema{Type: "string"}}

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// CORS is the cross-origin policy of api.md section 3. With no origins, no
+// CORS is the cross-origin policy of docs/api.md section 3. With no origins, no
 // Access-Control-Allow-Origin header is ever sent.
 type CORS struct {
 	Origins     []string // "*" allows any origin

@@ -11,11 +11,12 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// The filesystem routes of api.md section 6. Bodies are streams: GET file
+// The filesystem routes of docs/api.md section 6. Bodies are streams: GET file
 // is served with http.ServeContent (ranges, conditional requests) straight
 // from the file, PUT file and upload-batch read the request body as it
 // arrives. None of them goes through huma's body reading, which would
@@ -28,7 +29,7 @@ type fsPathInput struct {
 }
 
 type fsRawInput struct {
-	rawRequest
+	route.RawRequest
 	Path string `query:"path" doc:"File or directory path: absolute, or relative to the home directory (no '..')."`
 }
 
@@ -72,12 +73,12 @@ var fsTags = []string{"fs"}
 func registerFS(api huma.API, cfg *Config) {
 	files := cfg.Files
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_entries", Method: http.MethodGet, Path: "/v1/fs/entries",
 		Summary:     "List a directory",
 		Description: "Entries are not followed through symbolic links (lstat): a link keeps the reference's `entryType` (`file`) and adds `symlink: true`. `path` defaults to the home directory.",
-		Tags:        fsTags, Security: bearer,
-	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
+		Tags:        fsTags, Security: route.Bearer,
+	}, route.OnPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
 		p := in.Path
 		p = cmp.Or(p, ".")
 		entries, err := files.Entries(ctx, p)
@@ -87,16 +88,16 @@ func registerFS(api huma.API, cfg *Config) {
 		return &fsEntriesOutput{Body: entries}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
 		Summary:     "Read a file",
 		Description: "Streams the file as application/octet-stream. Supports `Range` (206; 416 when no range overlaps the file; an invalid `Range` is ignored: 200, the whole file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
-		Tags:        fsTags, Security: bearer,
+		Tags:        fsTags, Security: route.Bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
 			"206": {Description: "The requested range.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
 		},
-	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsRawInput) (*huma.StreamResponse, error) {
+	}, route.OnPath(domain.ActionFSRead), func(ctx context.Context, in *fsRawInput) (*huma.StreamResponse, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -106,7 +107,7 @@ func registerFS(api huma.API, cfg *Config) {
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer file.Close()
-			r, w := unwrap(hctx)
+			r, w := route.Unwrap(hctx)
 			if rng := r.Header.Values("Range"); len(rng) > 0 {
 				// Judged by RFC 9110 before ServeContent sees it
 				// (ranges.go); two Range fields are not one valid value.
@@ -121,56 +122,56 @@ func registerFS(api huma.API, cfg *Config) {
 		}}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "put_v1_fs_file", Method: http.MethodPut, Path: "/v1/fs/file",
 		Summary:     "Write a file",
 		Description: "Streams the body to a temporary file next to the target and renames it into place; parents are created. Answers 413 past --max-upload, 507 when the write would leave less than --min-free on the filesystem (nothing is left behind).",
-		Tags:        fsTags, Security: bearer,
-		RequestBody: rawBody("application/octet-stream"),
-	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
+		Tags:        fsTags, Security: route.Bearer,
+		RequestBody: route.RawBody("application/octet-stream"),
+	}, route.OnPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsWriteOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
-		body, err := limitBody(in.req, cfg.MaxUpload)
+		body, err := route.LimitBody(in.Request(), cfg.MaxUpload)
 		if err != nil {
 			return nil, err
 		}
-		res, err := files.Write(ctx, in.Path, body, in.req.ContentLength)
+		res, err := files.Write(ctx, in.Path, body, in.Request().ContentLength)
 		if err != nil {
 			return nil, err
 		}
 		return &fsWriteOutput{Body: res}, nil
 	})
-	documentBody(api, "/v1/fs/file", http.MethodPut, "application/octet-stream", binarySchema)
+	route.DocumentBody(api, "/v1/fs/file", http.MethodPut, "application/octet-stream", binarySchema)
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "delete_v1_fs_entry", Method: http.MethodDelete, Path: "/v1/fs/entry",
 		Summary:     "Delete a file or directory",
 		Description: "A symbolic link is removed, not its target. A directory that is not empty needs `recursive=true`.",
-		Tags:        fsTags, Security: bearer,
-	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsDeleteInput) (*fsPathOutput, error) {
+		Tags:        fsTags, Security: route.Bearer,
+	}, route.OnPath(domain.ActionFSWrite), func(ctx context.Context, in *fsDeleteInput) (*fsPathOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
 		return pathOutput(files.Delete(ctx, in.Path, in.Recursive))
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_fs_mkdir", Method: http.MethodPost, Path: "/v1/fs/mkdir",
-		Summary: "Create a directory and its parents", Tags: fsTags, Security: bearer,
-	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsPathInput) (*fsPathOutput, error) {
+		Summary: "Create a directory and its parents", Tags: fsTags, Security: route.Bearer,
+	}, route.OnPath(domain.ActionFSWrite), func(ctx context.Context, in *fsPathInput) (*fsPathOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
 		return pathOutput(files.Mkdir(ctx, in.Path))
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_fs_move", Method: http.MethodPost, Path: "/v1/fs/move",
 		Summary:     "Move or rename a file or directory",
 		Description: "An existing destination is replaced only with `overwrite: true`.",
-		Tags:        fsTags, Security: bearer,
-		Metadata: map[string]any{metaPeekBody: true},
+		Tags:        fsTags, Security: route.Bearer,
+		Metadata: map[string]any{route.MetaPeekBody: true},
 	}, describeMove, func(ctx context.Context, in *fsMoveInput) (*fsMoveOutput, error) {
 		from, to, err := files.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite != nil && *in.Body.Overwrite)
 		if err != nil {
@@ -181,10 +182,10 @@ func registerFS(api huma.API, cfg *Config) {
 		return out, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_stat", Method: http.MethodGet, Path: "/v1/fs/stat",
-		Summary: "Describe a path (following symbolic links)", Tags: fsTags, Security: bearer,
-	}, onPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsStatOutput, error) {
+		Summary: "Describe a path (following symbolic links)", Tags: fsTags, Security: route.Bearer,
+	}, route.OnPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsStatOutput, error) {
 		if err := requirePath(in.Path); err != nil {
 			return nil, err
 		}
@@ -195,17 +196,17 @@ func registerFS(api huma.API, cfg *Config) {
 		return &fsStatOutput{Body: st}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_fs_upload_batch", Method: http.MethodPost, Path: "/v1/fs/upload-batch",
 		Summary:     "Extract a tar archive into a directory",
 		Description: "The body is a plain tar (Content-Type application/x-tar), extracted as it arrives into a stage directory (`.sandbox-agent-stage-*`) and moved into `path` (default: the home directory) only when the whole archive is good: a refused archive leaves nothing. Entries leaving the directory, links leading out and sparse entries are refused (400). The extracted size (holes included) counts against --max-extract and --max-upload (413, `details.limitBytes`); 507 past --min-free. At most 1024 paths are listed; `truncated` says more were written.",
-		Tags:        fsTags, Security: bearer,
-		RequestBody: rawBody("application/x-tar"),
-	}, onPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
-		if !strings.HasPrefix(strings.TrimSpace(in.req.Header.Get("Content-Type")), "application/x-tar") {
-			return nil, invalid("content-type must be application/x-tar")
+		Tags:        fsTags, Security: route.Bearer,
+		RequestBody: route.RawBody("application/x-tar"),
+	}, route.OnPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
+		if !strings.HasPrefix(strings.TrimSpace(in.Request().Header.Get("Content-Type")), "application/x-tar") {
+			return nil, route.Invalid("content-type must be application/x-tar")
 		}
-		body, err := limitBody(in.req, cfg.MaxUpload)
+		body, err := route.LimitBody(in.Request(), cfg.MaxUpload)
 		if err != nil {
 			return nil, err
 		}
@@ -215,19 +216,19 @@ func registerFS(api huma.API, cfg *Config) {
 		}
 		return &fsUploadOutput{Body: res}, nil
 	})
-	documentBody(api, "/v1/fs/upload-batch", http.MethodPost, "application/x-tar", binarySchema)
+	route.DocumentBody(api, "/v1/fs/upload-batch", http.MethodPost, "application/x-tar", binarySchema)
 
 	requiredInDocument(api, "path",
 		"/v1/fs/file", "/v1/fs/entry", "/v1/fs/mkdir", "/v1/fs/stat")
 }
 
 // describeMove reads the move's two paths from its JSON body, which the
-// middleware has read (charged and checked, metaPeekBody) before the
+// middleware has read (charged and checked, route.MetaPeekBody) before the
 // chain. A body that is not JSON leaves the paths empty; the operation
 // refuses it anyway.
 func describeMove(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
 	var from, to string
-	if b := peekedBody(hctx); b != nil {
+	if b := route.PeekedBody(hctx); b != nil {
 		var v struct{ From, To string }
 		if json.Unmarshal(b, &v) == nil {
 			from, to = v.From, v.To
@@ -248,7 +249,7 @@ var binarySchema = &huma.Schema{Type: "string", Format: "binary"}
 // huma's own check would answer 422.
 func requirePath(p string) error {
 	if p == "" {
-		return invalid("missing required 'path' query parameter")
+		return route.Invalid("missing required 'path' query parameter")
 	}
 	return nil
 }
@@ -291,8 +292,8 @@ func (w *rangeProblems) WriteHeader(code int) {
 	w.swallow = true
 	h := w.Header()
 	h.Del("X-Content-Type-Options")
-	p := problemFor(w.ctx, withStatus(code, domain.InvalidRequest("requested range not satisfiable")))
-	body := p.body()
+	p := route.ProblemFor(w.ctx, route.WithStatus(code, domain.InvalidRequest("requested range not satisfiable")))
+	body := p.Body()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.ResponseWriter.WriteHeader(code)

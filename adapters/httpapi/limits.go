@@ -11,39 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
-
-// inflight is the daemon-wide budget of request bodies and WebSocket
-// messages held in memory (--inflight-bytes). Without it, many large POSTs
-// (or messages) to an agent that reads nothing each hold their whole body
-// while they wait for its stdin, and the daemon's memory is whatever the
-// clients choose.
-type inflight struct {
-	max  int64
-	used atomic.Int64
-}
-
-// take charges n bytes, or charges nothing and reports false when that
-// would pass the budget.
-func (b *inflight) take(n int64) bool {
-	if b.used.Add(n) > b.max {
-		b.used.Add(-n)
-		return false
-	}
-	return true
-}
-
-func (b *inflight) give(n int64) {
-	if b != nil && n != 0 {
-		b.used.Add(-n)
-	}
-}
-
-func (b *inflight) overloaded() error {
-	msg := "request bodies waiting for agents already hold " + strconv.FormatInt(b.max, 10) + " bytes (--inflight-bytes); retry later"
-	return domain.Overloaded(msg, b.max)
-}
 
 // readIdle cuts request bodies that deliver nothing for timeout: each Read
 // of the body runs under a read deadline on the connection, which is
@@ -101,7 +71,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 // bodyIdle is the 408 of a body cut by the read idle timeout.
 func bodyIdle(timeout time.Duration) error {
 	msg := "the request body delivered nothing for " + timeout.String() + " (--read-idle-timeout)"
-	return withStatus(http.StatusRequestTimeout, domain.Timeout(msg))
+	return route.WithStatus(http.StatusRequestTimeout, domain.Timeout(msg))
 }
 
 // ConnLimit is --max-conns: the connections open at once, and the HTTP/2
@@ -146,7 +116,7 @@ func (l *ConnLimit) Streams(next http.Handler) http.Handler {
 			return
 		}
 		if !l.take() {
-			writeProblem(w, connLimitProblem(l.max).withHeader("Retry-After", "1"))
+			route.WriteProblem(w, connLimitProblem(l.max).WithHeader("Retry-After", "1"))
 			return
 		}
 		defer l.release()
@@ -190,7 +160,7 @@ func connLimitProblem(max int64) *Problem {
 // a short drain, so the client reads the answer instead of a reset.
 func refuseConn(c net.Conn, max int64) {
 	defer c.Close()
-	body := connLimitProblem(max).body()
+	body := connLimitProblem(max).Body()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	_, err := c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)))

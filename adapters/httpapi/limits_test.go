@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,15 +10,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 )
 
 // A body that stalls is cut with a 408 problem after the idle timeout; one
 // that keeps delivering is not, however long it takes in all.
 func TestReadIdle(t *testing.T) {
 	h := readIdle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _, err := readCharged(r, 1<<20, nil)
+		b, _, err := route.ReadCharged(r, 1<<20, nil)
 		if err != nil {
-			writeProblem(w, problemFor(r.Context(), err))
+			route.WriteProblem(w, route.ProblemFor(r.Context(), err))
 			return
 		}
 		fmt.Fprintf(w, "%d", len(b))
@@ -54,48 +55,6 @@ func TestReadIdle(t *testing.T) {
 	if st, b := send(t, "12", "34", "56", "78", "90"); st != 200 || b != "10" {
 		t.Fatalf("steady body: %d %s", st, b)
 	}
-}
-
-// Bodies are charged to the in-flight budget as their buffer grows, before
-// the bytes are read into it: a body is refused as soon as it outgrows what
-// is left, an announced length costs nothing until bytes come, and what was
-// charged is reported to be given back.
-func TestInflightBudget(t *testing.T) {
-	b := &inflight{max: 64 << 10}
-	req := func(body string, length int64) *http.Request {
-		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
-		r.ContentLength = length
-		return r
-	}
-	if _, charged, err := readCharged(req(strings.Repeat("x", 80000), 80000), 1<<20, b); !isKind(err, "overloaded") || charged != 64<<10 {
-		t.Fatalf("declared 80000: charged %d, %v", charged, err)
-	} else {
-		b.give(charged)
-	}
-	// An announced length is not charged until bytes come.
-	if _, charged, err := readCharged(req("{}", 1<<20), 1<<20, b); err != nil || charged != 16<<10 {
-		t.Fatalf("declared 1 MiB, sent 2 bytes: charged %d, %v", charged, err)
-	} else {
-		b.give(charged)
-	}
-	body, charged, err := readCharged(req(strings.Repeat("x", 60000), 60000), 1<<20, b)
-	if err != nil || len(body) != 60000 || charged != 60001 || b.used.Load() != 60001 {
-		t.Fatalf("declared 60000: %d bytes, charged %d, used %d, %v", len(body), charged, b.used.Load(), err)
-	}
-	_, charged2, err := readCharged(req(strings.Repeat("x", 6000), -1), 1<<20, b)
-	if !isKind(err, "overloaded") || charged2 != 4096 || b.used.Load() != 60001+charged2 {
-		t.Fatalf("chunked 6000 with 5535 left: charged %d, used %d, %v", charged2, b.used.Load(), err)
-	}
-	b.give(charged)
-	b.give(charged2)
-	if b.used.Load() != 0 {
-		t.Fatalf("used %d after giving back", b.used.Load())
-	}
-}
-
-func isKind(err error, kind string) bool {
-	p := problemFor(context.Background(), err)
-	return p.Type == "urn:sandbox-agent:error:"+kind
 }
 
 // HTTP/2 streams being served count against --max-conns as connections

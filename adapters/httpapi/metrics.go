@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -33,7 +34,7 @@ var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 // httpMetrics is what the HTTP adapter counts itself. Safe for concurrent
 // use; the hot path takes a read lock and does atomic adds.
 type httpMetrics struct {
-	inflight    *inflight // the ACP body budget, for its gauge
+	inflight    *route.Inflight // the ACP body budget, for its gauge
 	start       time.Time
 	inFlight    atomic.Int64
 	slowDropped atomic.Uint64
@@ -203,10 +204,10 @@ func (m *httpMetrics) countAuth(action domain.Action, decision, by string) {
 func metricsHandler(cfg *Config, m *httpMetrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !cfg.MetricsPublic {
-			req := cfg.authRequest(r, http.MethodGet, "/metrics", "get_metrics")
-			cfg.chain.Plain(&req, domain.ActionMetricsRead)
-			if ctx, err := authorize(r.Context(), cfg, req); err != nil {
-				writeAuthProblem(w, ctx, err)
+			req := cfg.env.AuthRequest(r, http.MethodGet, "/metrics", "get_metrics")
+			cfg.env.Chain.Plain(&req, domain.ActionMetricsRead)
+			if ctx, err := cfg.env.Authorize(r.Context(), req); err != nil {
+				route.WriteAuthProblem(w, ctx, err)
 				return
 			}
 		}
@@ -419,5 +420,5 @@ func (m *httpMetrics) inflightBytes() int64 {
 	if m.inflight == nil {
 		return 0
 	}
-	return m.inflight.used.Load()
+	return m.inflight.Used()
 }

@@ -2,27 +2,16 @@ package httpapi
 
 import (
 	"cmp"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
-
-type loggerKey struct{}
-
-// logger returns the request's logger (tagged with its request id).
-func logger(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
-	}
-	return slog.Default()
-}
 
 // requestContext gives each request an id (X-Request-Id, echoed back) and a
 // logger carrying it, and turns a panic into a logged 500.
@@ -35,15 +24,15 @@ func requestContext(next http.Handler, base *slog.Logger) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		l := withLazy(base, slog.String("request_id", id))
-		ctx := context.WithValue(r.Context(), loggerKey{}, l)
+		l := route.WithLazy(base, slog.String("request_id", id))
+		ctx := route.WithLogger(r.Context(), l)
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
 				l.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
-				writeProblem(w, problemFor(ctx, errors.New("panic")))
+				route.WriteProblem(w, route.ProblemFor(ctx, errors.New("panic")))
 			}
 		}()
 		if l.Enabled(ctx, slog.LevelDebug) {
@@ -51,12 +40,6 @@ func requestContext(next http.Handler, base *slog.Logger) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
-}
-
-// guarded reports whether a path is under the token and the chain: the API
-// (/v1) and ACP's standard transport (/acp).
-func guarded(path string) bool {
-	return strings.HasPrefix(path, "/v1/") || path == "/v1" || strings.HasPrefix(path, "/acp/") || path == "/acp"
 }
 
 // problemOnMiss answers unknown routes and wrong methods with problems
@@ -76,15 +59,15 @@ func problemOnMiss(mux *http.ServeMux, cfg *Config) http.Handler {
 		mux.ServeHTTP(rec, r)
 		switch rec.status {
 		case http.StatusMethodNotAllowed:
-			p := problemFor(r.Context(), withStatus(http.StatusMethodNotAllowed, domain.InvalidRequest("method not allowed")))
-			writeProblem(w, p.withHeader("Allow", rec.header.Get("Allow")))
+			p := route.ProblemFor(r.Context(), route.WithStatus(http.StatusMethodNotAllowed, domain.InvalidRequest("method not allowed")))
+			route.WriteProblem(w, p.WithHeader("Allow", rec.header.Get("Allow")))
 		case http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 			for k, v := range rec.header {
 				w.Header()[k] = v
 			}
 			w.WriteHeader(rec.status)
 		default:
-			writeProblem(w, problemFor(r.Context(), withStatus(http.StatusNotFound, domain.InvalidRequest("endpoint not found"))))
+			route.WriteProblem(w, route.ProblemFor(r.Context(), route.WithStatus(http.StatusNotFound, domain.InvalidRequest("endpoint not found"))))
 		}
 	})
 }
@@ -95,13 +78,13 @@ func problemOnMiss(mux *http.ServeMux, cfg *Config) http.Handler {
 // applies, keeping "every /v1 and /acp path needs the token" true. It
 // answers 401 itself and reports whether the request may go on.
 func tokenOnly(w http.ResponseWriter, r *http.Request, cfg *Config) bool {
-	if !guarded(r.URL.Path) {
+	if !route.Guarded(r.URL.Path) {
 		return true
 	}
-	if !cfg.chain.TokenConfigured() || cfg.chain.Tokens.Check(cfg.presentedAuthorization(r)) {
+	if !cfg.env.Chain.TokenConfigured() || cfg.env.Chain.Tokens.Check(cfg.env.PresentedAuthorization(r)) {
 		return true
 	}
-	writeAuthProblem(w, r.Context(), authz.ErrTokenInvalid)
+	route.WriteAuthProblem(w, r.Context(), authz.ErrTokenInvalid)
 	return false
 }
 

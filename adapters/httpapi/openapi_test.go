@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite testdata/openapi.golden.json fr
 
 const goldenPath = "testdata/openapi.golden.json"
 
-// The operations of api.md section 2, under the reference server's ids.
+// The operations of docs/api.md section 2, under the reference server's ids.
 var referenceOperations = []string{
 	"get_v1_health", "get_v1_agents", "get_v1_agent", "post_v1_agent_install",
 	"get_v1_fs_entries", "get_v1_fs_file", "put_v1_fs_file", "delete_v1_fs_entry",

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -36,21 +37,21 @@ func mountOpenCode(mux *http.ServeMux, cfg *Config) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		basicAsBearer(r)
 		var body []byte
-		if cfg.chain.HasPolicies() && r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			b, charged, err := readCharged(r, cfg.MaxACPBody, cfg.inflight)
-			defer cfg.inflight.give(charged)
+		if cfg.env.Chain.HasPolicies() && r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			b, charged, err := route.ReadCharged(r, cfg.MaxACPBody, cfg.env.Budget)
+			defer cfg.env.Budget.Give(charged)
 			if err != nil {
-				writeProblem(w, problemFor(r.Context(), err))
+				route.WriteProblem(w, route.ProblemFor(r.Context(), err))
 				return
 			}
 			body = b
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
-		req := cfg.authRequest(r, r.Method, openCodeRoute, openCodeOpID)
+		req := cfg.env.AuthRequest(r, r.Method, openCodeRoute, openCodeOpID)
 		oc.Describe(r, body, &req)
-		ctx, err := authorize(r.Context(), cfg, req)
+		ctx, err := cfg.env.Authorize(r.Context(), req)
 		if err != nil {
-			writeAuthProblem(w, ctx, err)
+			route.WriteAuthProblem(w, ctx, err)
 			return
 		}
 		oc.ServeHTTP(w, r.WithContext(ctx))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -21,10 +22,10 @@ func registerRoot(mux *http.ServeMux, api huma.API, cfg *Config) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"name":"Sandbox Agent","docs":"/docs"}`))
 	})
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: opHealth, Method: http.MethodGet, Path: "/v1/health",
-		Summary: "Health check", Tags: []string{"meta"}, Security: bearer,
-	}, act(domain.ActionHealthRead), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		Summary: "Health check", Tags: []string{"meta"}, Security: route.Bearer,
+	}, route.Act(domain.ActionHealthRead), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		out := &healthOutput{}
 		out.Body.Status = "ok"
 		return out, nil
@@ -34,17 +35,14 @@ func registerRoot(mux *http.ServeMux, api huma.API, cfg *Config) {
 	// where to go instead of a bare 404.
 	adapter := api.Adapter()
 	gone := func(ctx huma.Context) {
-		r, w := unwrap(ctx)
+		r, w := route.Unwrap(ctx)
 		if !tokenOnly(w, r, cfg) {
 			return
 		}
-		p := problemFor(ctx.Context(), withStatus(http.StatusGone, domain.InvalidRequest("/v1/rpc has been removed; use /v1/acp/{server_id}")))
-		writeProblem(w, p)
+		p := route.ProblemFor(ctx.Context(), route.WithStatus(http.StatusGone, domain.InvalidRequest("/v1/rpc has been removed; use /v1/acp/{server_id}")))
+		route.WriteProblem(w, p)
 	}
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		adapter.Handle(&huma.Operation{Method: m, Path: "/v1/rpc"}, gone)
 	}
 }
-
-// bearer marks an operation as guarded by the bearer token in the document.
-var bearer = []map[string][]string{{"bearer": {}}}

@@ -9,6 +9,9 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/acpstd"
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/processapi"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
@@ -17,6 +20,10 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
+
+// Problem is an application/problem+json body (RFC 9457); the one mapping
+// from errors to problems is internal/route's.
+type Problem = route.Problem
 
 // Config is what the HTTP adapter needs; cmd/sandbox-agent fills it.
 type Config struct {
@@ -71,10 +78,10 @@ type Config struct {
 
 	// Authorizer, when set, is the auth policies: the first step of the
 	// auth chain on every /v1 request, before the token check; see
-	// authz.go and app/authz.
+	// internal/route (auth.go) and app/authz.
 	Authorizer ports.Authorizer
 
-	// Processes, when set, serves /v1/processes/*; see processes.go.
+	// Processes, when set, serves /v1/processes/*; see processapi.
 	Processes *processes.Service
 
 	// TokenHeader names a second header the bearer token is taken from
@@ -102,9 +109,8 @@ type Config struct {
 	// /metrics as sandbox_agent_memory_limit_bytes{limit}.
 	MemoryLimits []MemoryLimit
 
-	inflight *inflight    // set by fill
-	chain    *authz.Chain // built by New from the fields above
-	metrics  *httpMetrics
+	env     *route.Env // built by fill from the fields above
+	metrics *httpMetrics
 }
 
 // DefaultConfig holds the defaults New applies to zero fields; the
@@ -126,17 +132,23 @@ func (c *Config) fill() {
 	}
 	c.MaxACPBody = cmp.Or(max(c.MaxACPBody, 0), d.MaxACPBody)
 	c.InflightBytes = cmp.Or(max(c.InflightBytes, 0), d.InflightBytes)
-	if c.inflight == nil {
-		c.inflight = &inflight{max: c.InflightBytes}
-	}
 	c.ReadIdleTimeout = cmp.Or(max(c.ReadIdleTimeout, 0), d.ReadIdleTimeout)
 	c.Heartbeat = cmp.Or(max(c.Heartbeat, 0), d.Heartbeat)
 	c.StreamWriteTimeout = cmp.Or(max(c.StreamWriteTimeout, 0), d.StreamWriteTimeout)
 	if c.metrics == nil {
 		c.metrics = newHTTPMetrics()
 	}
-	if c.chain == nil {
-		c.chain = c.newChain()
+	if c.env == nil {
+		c.env = &route.Env{
+			Chain:              c.newChain(),
+			Budget:             route.NewInflight(c.InflightBytes),
+			MaxACPBody:         c.MaxACPBody,
+			Heartbeat:          c.Heartbeat,
+			StreamWriteTimeout: c.StreamWriteTimeout,
+			TokenHeader:        c.TokenHeader,
+			AllowedOrigin:      c.CORS.allowed,
+			CountAuth:          c.metrics.countAuth,
+		}
 	}
 }
 
@@ -144,7 +156,7 @@ func (c *Config) fill() {
 func New(cfg Config) http.Handler {
 	cfg.fill()
 	hm := cfg.metrics
-	hm.inflight = cfg.inflight
+	hm.inflight = cfg.env.Budget
 	mux := http.NewServeMux()
 	register(mux, &cfg)
 	mux.Handle("GET /metrics", metricsHandler(&cfg, hm))
@@ -204,10 +216,13 @@ func (c *Config) newChain() *authz.Chain {
 // register adds every route to mux and returns the API (for its document).
 func register(mux *http.ServeMux, cfg *Config) huma.API {
 	api := NewAPI(mux, cfg.Version)
-	useAuth(api, cfg) // before any operation is registered
+	// The chain's middleware, before any operation is registered.
+	cfg.env.UseAuth(api, func(op *huma.Operation) bool {
+		return cfg.HealthPublic && op.OperationID == opHealth
+	})
 	registerRoot(mux, api, cfg)
 	registerACP(api, cfg)
-	registerACPStd(api, cfg)
+	acpstd.Register(api, cfg.env, cfg.Instances)
 	if cfg.Catalog != nil {
 		registerAgents(api, cfg)
 	}
@@ -218,7 +233,7 @@ func register(mux *http.ServeMux, cfg *Config) huma.API {
 		registerConfig(api, cfg)
 	}
 	if cfg.Processes != nil {
-		registerProcesses(api, cfg)
+		processapi.Register(api, cfg.env, cfg.Processes)
 	}
 	if cfg.OpenCode != nil {
 		mountOpenCode(mux, cfg)

@@ -1,4 +1,4 @@
-package httpapi
+package acpstd
 
 import (
 	"context"
@@ -6,15 +6,14 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -23,34 +22,30 @@ import (
 // time.
 const wsBatch = 256
 
-func isWebSocketUpgrade(r *http.Request) bool {
-	return headerHasToken(r.Header, "Upgrade", "websocket")
-}
-
 // acceptACPWebSocket creates a connection and upgrades. Everything that can
 // fail is checked before the agent starts, and answered as a problem.
-func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
-	r := in.req
+func acceptACPWebSocket(ctx context.Context, cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error) {
+	r := in.Request()
 	if r.ProtoMajor != 1 {
-		return nil, invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
+		return nil, route.Invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
 	}
-	if !headerHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Sec-WebSocket-Key") == "" {
-		return nil, invalid("invalid WebSocket handshake: needs Connection: Upgrade and Sec-WebSocket-Key")
+	if !route.HeaderHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Sec-WebSocket-Key") == "" {
+		return nil, route.Invalid("invalid WebSocket handshake: needs Connection: Upgrade and Sec-WebSocket-Key")
 	}
 	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
-		return nil, invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
+		return nil, route.Invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
 	}
-	if !sameOriginOrAllowed(r, cfg.CORS) {
+	if !route.SameOrigin(r, cfg.env.AllowedOrigin) {
 		msg := "cross-origin WebSocket not allowed (see --cors-allow-origin)"
 		return nil, domain.PermissionDenied(msg)
 	}
-	c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportWebSocket)
+	c, err := cfg.instances.Connect(ctx, in.Agent, acp.TransportWebSocket)
 	if err != nil {
 		return nil, err
 	}
-	log := logger(ctx).With("connection_id", c.ID(), "agent", c.Agent())
+	log := route.Logger(ctx).With("connection_id", c.ID(), "agent", c.Agent())
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		r, w := unwrap(hctx)
+		r, w := route.Unwrap(hctx)
 		w.Header().Set(headerConnID, c.ID())
 		// The origin was checked above, against the CORS settings too.
 		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
@@ -63,22 +58,10 @@ func acceptACPWebSocket(ctx context.Context, cfg *Config, in *acpStdGetInput) (*
 	}}, nil
 }
 
-// sameOriginOrAllowed refuses cross-site WebSocket hijacking: a browser
-// page may open a socket to any host, with the user's cookies, and only its
-// Origin header tells. No Origin (a non-browser client) is fine.
-func sameOriginOrAllowed(r *http.Request, cors CORS) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" || cors.allowed(origin) {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
-}
-
 // serveACPWebSocket runs one WebSocket connection until either side ends
 // it, then ends the connection's instance. The handler goroutine owns the
 // writer loop; it starts the reader and the pinger and waits for both.
-func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
+func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *server, r *http.Request, log *slog.Logger) {
 	defer c.Close(context.Background()) // disconnect ends the connection
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -117,10 +100,10 @@ func serveACPWebSocket(ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Req
 // each. A peer that takes nothing for the stream write timeout, or that
 // falls so far behind that the event log has dropped what it has not read,
 // is cut: the log is the only buffer, so memory stays bounded.
-func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *Config) (websocket.StatusCode, string) {
+func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *server) (websocket.StatusCode, string) {
 	buf := make([]acp.Event, 0, wsBatch)
 	for {
-		evs, gap, err := st.Read(ctx, buf[:0], wsBatch, cfg.Heartbeat)
+		evs, gap, err := st.Read(ctx, buf[:0], wsBatch, cfg.env.Heartbeat)
 		switch {
 		case errors.Is(err, acp.ErrStreamClosed):
 			return websocket.StatusNormalClosure, "connection closed"
@@ -131,7 +114,7 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *C
 			return websocket.StatusPolicyViolation, "client read too slowly: " + strconv.FormatUint(lost, 10) + " messages dropped from the replay buffer"
 		}
 		for _, e := range evs {
-			wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+			wctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
 			err := ws.Write(wctx, websocket.MessageText, e.Data)
 			done()
 			if err != nil {
@@ -146,8 +129,8 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *C
 
 // wsPingLoop keeps the socket alive through proxies and finds dead peers:
 // a ping unanswered within the stream write timeout ends the connection.
-func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
-	t := time.NewTicker(cfg.Heartbeat)
+func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *server) {
+	t := time.NewTicker(cfg.env.Heartbeat)
 	defer t.Stop()
 	for {
 		select {
@@ -155,7 +138,7 @@ func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
 			return
 		case <-t.C:
 		}
-		pctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+		pctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
 		err := ws.Ping(pctx)
 		done()
 		if err != nil {
@@ -173,15 +156,15 @@ func wsPingLoop(ctx context.Context, ws *websocket.Conn, cfg *Config) {
 // body is, and stays charged until it has been written to the agent's
 // stdin: one past --max-acp-body closes the socket with 1009, one that
 // finds the budget spent with 1013 (try again later).
-func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger) {
+func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *server, r *http.Request, log *slog.Logger) {
 	initialized := false
 	for {
-		typ, data, charged, err := readWSMessage(ctx, ws, cfg.MaxACPBody, cfg.inflight)
+		typ, data, charged, err := route.ReadWSMessage(ctx, ws, cfg.env.MaxACPBody, cfg.env.Budget)
 		if err != nil {
-			cfg.inflight.give(charged)
-			if isOverloaded(err) {
-				log.Info("websocket message refused: in-flight budget spent", "limit_bytes", cfg.inflight.max)
-				closeOverloaded(ws)
+			cfg.env.Budget.Give(charged)
+			if route.IsOverloaded(err) {
+				log.Info("websocket message refused: in-flight budget spent", "limit_bytes", cfg.env.Budget.Max())
+				route.CloseOverloaded(ws)
 			}
 			return
 		}
@@ -189,7 +172,7 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 			continue
 		}
 		done := wsHandle(ctx, ws, c, cfg, r, log, data, &initialized)
-		cfg.inflight.give(charged)
+		cfg.env.Budget.Give(charged)
 		if done {
 			return
 		}
@@ -198,13 +181,13 @@ func wsReadLoop(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Confi
 
 // wsHandle forwards one text message; it reports whether the socket is
 // done (closed for a protocol error, or the budget spent).
-func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config, r *http.Request, log *slog.Logger, data []byte, initialized *bool) bool {
+func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *server, r *http.Request, log *slog.Logger, data []byte, initialized *bool) bool {
 	// A message with raw line breaks is compacted into a copy: charged
 	// before it is made.
-	compacted, err := chargeCompaction(cfg.inflight, data)
-	defer cfg.inflight.give(compacted)
+	compacted, err := route.ChargeCompaction(cfg.env.Budget, data)
+	defer cfg.env.Budget.Give(compacted)
 	if err != nil {
-		closeOverloaded(ws)
+		route.CloseOverloaded(ws)
 		return true
 	}
 	f, err := parseStdFrame(data)
@@ -216,7 +199,7 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config,
 		case !json.Valid(data):
 			code, msg = -32700, "Parse error"
 		case isAmbiguous(data):
-			msg = "Invalid Request: " + problemFor(ctx, err).Detail
+			msg = "Invalid Request: " + route.ProblemFor(ctx, err).Detail
 		}
 		wsReply(ctx, ws, cfg, nil, code, msg)
 		return false
@@ -240,7 +223,7 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *Config,
 	if err != nil {
 		log.Debug("websocket message refused", "err", err)
 		if f.Kind == domain.FrameRequest {
-			wsReply(ctx, ws, cfg, f.ID, -32603, problemFor(ctx, err).Detail)
+			wsReply(ctx, ws, cfg, f.ID, -32603, route.ProblemFor(ctx, err).Detail)
 		}
 	}
 	return false
@@ -256,7 +239,7 @@ func isAmbiguous(data []byte) bool {
 // wsReply sends a JSON-RPC error response (id null when id is nil). The
 // library serialises concurrent writes, so it may interleave with the
 // writer loop, but only between whole frames.
-func wsReply(ctx context.Context, ws *websocket.Conn, cfg *Config, id []byte, code int, msg string) {
+func wsReply(ctx context.Context, ws *websocket.Conn, cfg *server, id []byte, code int, msg string) {
 	if id == nil {
 		id = []byte("null")
 	}
@@ -269,7 +252,7 @@ func wsReply(ctx context.Context, ws *websocket.Conn, cfg *Config, id []byte, co
 	b = append(b, `,"message":`...)
 	b = append(b, m...)
 	b = append(b, "}}"...)
-	wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+	wctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
 	defer done()
 	_ = ws.Write(wctx, websocket.MessageText, b)
 }

@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"bytes"
@@ -36,21 +36,21 @@ import (
 // their own routes, as streams or charged the same way.
 
 // metaJSONBody marks an operation whose Body huma decodes; its value is the
-// body's Go type. metaBodyLimit, when set, is a func() int64 giving the
+// body's Go type. MetaBodyLimit, when set, is a func() int64 giving the
 // operation's body limit now (the process input's follows the runtime
-// configuration), instead of its MaxBodyBytes. metaPeekBody marks an
+// configuration), instead of its MaxBodyBytes. MetaPeekBody marks an
 // operation whose describe function reads the body (the move's paths), so
 // the body is read before the auth chain runs.
 const (
 	metaJSONBody  = "sandbox-agent.jsonBody"
-	metaBodyLimit = "sandbox-agent.bodyLimit"
-	metaPeekBody  = "sandbox-agent.peekBody"
+	MetaBodyLimit = "sandbox-agent.bodyLimit"
+	MetaPeekBody  = "sandbox-agent.peekBody"
 )
 
-// decodeCost is how many times its size a JSON body is held while huma
+// DecodeCost is how many times its size a JSON body is held while huma
 // decodes it, on top of the buffer it was read into: huma's copy, the
 // generic value it validates, and the typed value.
-const decodeCost = 3
+const DecodeCost = 3
 
 // markJSONBody records the Go type of an operation's decoded body, for the
 // middleware (route calls it for every operation).
@@ -62,9 +62,9 @@ func markJSONBody[I any](op *huma.Operation) {
 
 type peekedBodyKey struct{}
 
-// peekedBody is the body read before the chain ran, for a describe
-// function of a metaPeekBody operation; nil when there was none.
-func peekedBody(hctx huma.Context) []byte {
+// PeekedBody is the body read before the chain ran, for a describe
+// function of a MetaPeekBody operation; nil when there was none.
+func PeekedBody(hctx huma.Context) []byte {
 	b, _ := hctx.Context().Value(peekedBodyKey{}).([]byte)
 	return b
 }
@@ -73,29 +73,29 @@ func peekedBody(hctx huma.Context) []byte {
 // its members against the body's type, and puts it back for huma. It
 // returns the body and what it charged (to be given back when the request
 // is answered, also on error).
-func readJSONBody(r *http.Request, op *huma.Operation, budget *inflight) ([]byte, int64, error) {
+func readJSONBody(r *http.Request, op *huma.Operation, budget *Inflight) ([]byte, int64, error) {
 	t, ok := op.Metadata[metaJSONBody].(reflect.Type)
 	if !ok || r.Body == nil || r.Body == http.NoBody {
 		return nil, 0, nil
 	}
 	limit := op.MaxBodyBytes
-	if f, ok := op.Metadata[metaBodyLimit].(func() int64); ok {
+	if f, ok := op.Metadata[MetaBodyLimit].(func() int64); ok {
 		limit = f()
 	}
 	limit = cmp.Or(max(limit, 0), 1<<20)
-	b, charged, err := readCharged(r, limit, budget)
+	b, charged, err := ReadCharged(r, limit, budget)
 	if err != nil {
 		return nil, charged, err
 	}
 	// Read whole already; what huma makes of it is charged now too.
-	if extra := decodeCost * int64(len(b)); budget != nil {
-		if !budget.take(extra) {
-			return nil, charged, budget.overloaded()
+	if extra := DecodeCost * int64(len(b)); budget != nil {
+		if !budget.Take(extra) {
+			return nil, charged, budget.Overloaded()
 		}
 		charged += extra
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	if err := checkJSONMembers(b, t); err != nil {
+	if err := CheckJSONMembers(b, t); err != nil {
 		return nil, charged, err
 	}
 	return b, charged, nil
@@ -109,22 +109,22 @@ func withPeekedBody(hctx huma.Context, b []byte) huma.Context {
 	return huma.WithContext(hctx, context.WithValue(hctx.Context(), peekedBodyKey{}, b))
 }
 
-// checkJSONMembers refuses b when two members of one object would decode
+// CheckJSONMembers refuses b when two members of one object would decode
 // into the same field of t (see the top of this file). A body that is not
 // valid JSON passes: huma refuses it with its own message.
-func checkJSONMembers(b []byte, t reflect.Type) error {
+func CheckJSONMembers(b []byte, t reflect.Type) error {
 	if !needsCheck(t) || !json.Valid(b) {
 		return nil
 	}
 	return checkValue(bytes.TrimSpace(b), t, "body")
 }
 
-// ambiguousBody is the 400 of checkJSONMembers.
+// ambiguousBody is the 400 of CheckJSONMembers.
 func ambiguousBody(where, key, field string, dup bool) error {
 	if dup {
-		return invalid("ambiguous JSON body: member %s of %s appears more than once", strconv.Quote(key), where)
+		return Invalid("ambiguous JSON body: member %s of %s appears more than once", strconv.Quote(key), where)
 	}
-	return invalid("ambiguous JSON body: members %s and %s of %s are the same field to encoding/json (names match case-insensitively)",
+	return Invalid("ambiguous JSON body: members %s and %s of %s are the same field to encoding/json (names match case-insensitively)",
 		strconv.Quote(field), strconv.Quote(key), where)
 }
 

@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // Problem is an application/problem+json body (RFC 9457) with the
-// extensions of api.md section 1 at the top level.
+// extensions of docs/api.md section 1 at the top level.
 type Problem struct {
 	Type      string         `json:"type"`
 	Title     string         `json:"title"`
@@ -34,11 +34,14 @@ var (
 	_ huma.HeadersError      = (*Problem)(nil)
 )
 
-func (p *Problem) Error() string                   { return p.Detail }
-func (p *Problem) GetStatus() int                  { return p.Status }
-func (p *Problem) ContentType(string) string       { return "application/problem+json" }
-func (p *Problem) GetHeaders() http.Header         { return p.headers }
-func (p *Problem) withHeader(k, v string) *Problem { p.headers = http.Header{k: {v}}; return p }
+func (p *Problem) Error() string             { return p.Detail }
+func (p *Problem) GetStatus() int            { return p.Status }
+func (p *Problem) ContentType(string) string { return "application/problem+json" }
+func (p *Problem) GetHeaders() http.Header   { return p.headers }
+
+// WithHeader sets header k of the answer to v (Retry-After,
+// WWW-Authenticate, Allow) and returns p.
+func (p *Problem) WithHeader(k, v string) *Problem { p.headers = http.Header{k: {v}}; return p }
 
 // shape says which of a domain.Error's fields reach the wire, and where.
 type shape uint16
@@ -57,7 +60,7 @@ const (
 	withMinFree                       // details.minFreeBytes
 )
 
-// kindInfo is the error table of api.md section 1: status, title, detail
+// kindInfo is the error table of docs/api.md section 1: status, title, detail
 // prefix, and which fields of the error reach the wire. It is the only place
 // that knows a kind's status or wire shape; adding a kind is one row here
 // (and its constant and constructor in domain/errors.go).
@@ -103,13 +106,13 @@ type statusError struct {
 func (s *statusError) Error() string { return s.err.Error() }
 func (s *statusError) Unwrap() error { return s.err }
 
-// withStatus makes err answer with status.
-func withStatus(status int, err *domain.Error) error { return &statusError{err: err, status: status} }
+// WithStatus makes err answer with status.
+func WithStatus(status int, err *domain.Error) error { return &statusError{err: err, status: status} }
 
-// problemFor is the one place where an error becomes an HTTP response. Known
+// ProblemFor is the one place where an error becomes an HTTP response. Known
 // kinds follow the table; anything else is a 500 whose cause is logged with
 // the request id and never sent.
-func problemFor(ctx context.Context, err error) *Problem {
+func ProblemFor(ctx context.Context, err error) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
 		return p
@@ -125,11 +128,11 @@ func problemFor(ctx context.Context, err error) *Problem {
 				status = se.status
 			}
 			if e.Err != nil {
-				logger(ctx).Debug("request failed", "kind", e.Kind, "err", e.Err)
+				Logger(ctx).Debug("request failed", "kind", e.Kind, "err", e.Err)
 			}
 			p := wireProblem(e, status, info.title, info.prefix, info.shape)
 			if info.retryAfter != "" {
-				p.withHeader("Retry-After", info.retryAfter)
+				p.WithHeader("Retry-After", info.retryAfter)
 			}
 			return p
 		}
@@ -138,7 +141,7 @@ func problemFor(ctx context.Context, err error) *Problem {
 		// The client went away; nobody reads this answer.
 		return &Problem{Type: "urn:sandbox-agent:error:stream_error", Title: "Stream Error", Status: 499, Detail: "stream error: client closed request"}
 	}
-	logger(ctx).Error("internal error", "err", err)
+	Logger(ctx).Error("internal error", "err", err)
 	return &Problem{Type: "urn:sandbox-agent:error:internal", Title: "Internal Server Error", Status: 500, Detail: "internal error"}
 }
 
@@ -195,28 +198,29 @@ func wireProblem(e *domain.Error, status int, title, prefix string, sh shape) *P
 	return p
 }
 
-// invalid is a shorthand for a 400 invalid_request problem.
-func invalid(format string, args ...any) error { return domain.InvalidRequest(format, args...) }
+// Invalid is a shorthand for a 400 invalid_request problem.
+func Invalid(format string, args ...any) error { return domain.InvalidRequest(format, args...) }
 
-// writeProblem writes p outside huma (middleware, not-found handling).
-func writeProblem(w http.ResponseWriter, p *Problem) {
+// WriteProblem writes p outside huma (middleware, not-found handling).
+func WriteProblem(w http.ResponseWriter, p *Problem) {
 	for k, v := range p.headers {
 		w.Header()[k] = v
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(p.body())))
+	w.Header().Set("Content-Length", strconv.Itoa(len(p.Body())))
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(p.body())
+	_, _ = w.Write(p.Body())
 }
 
-func (p *Problem) body() []byte {
+// Body is p as the JSON of an application/problem+json answer.
+func (p *Problem) Body() []byte {
 	b, _ := json.Marshal(p) // only strings, ints and JSON-safe details
 	return b
 }
 
 // hookHumaErrors makes huma's own errors (parameter validation, body
 // parsing, content negotiation) problems of our shape, and routes errors
-// returned by handlers through problemFor. huma exposes this hook only as a
+// returned by handlers through ProblemFor. huma exposes this hook only as a
 // package variable, so it is set once at init.
 func init() {
 	huma.NewErrorWithContext = func(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
@@ -234,7 +238,7 @@ func init() {
 func humaError(ctx context.Context, status int, msg string, errs ...error) huma.StatusError {
 	// A handler's error arrives as a single non-StatusError with status 500.
 	if status == http.StatusInternalServerError && len(errs) == 1 {
-		return problemFor(ctx, errs[0])
+		return ProblemFor(ctx, errs[0])
 	}
 	var parts []string
 	for _, e := range errs {
@@ -259,7 +263,7 @@ func humaError(ctx context.Context, status int, msg string, errs ...error) huma.
 		slog.Default().Error("internal error", "status", status, "detail", detail)
 		return &Problem{Type: "urn:sandbox-agent:error:internal", Title: "Internal Server Error", Status: 500, Detail: "internal error"}
 	}
-	p := problemFor(ctx, withStatus(status, domain.Errorf(kind, "%s", detail)))
+	p := ProblemFor(ctx, WithStatus(status, domain.Errorf(kind, "%s", detail)))
 	if kind != domain.KindInvalidRequest {
 		// huma's message, whatever the kind's usual details; every 413
 		// carries details.limitBytes.
@@ -284,4 +288,18 @@ func humaLimit(msg string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(rest[:end], 10, 64)
 	return n, err == nil
+}
+
+// WithHeaders maps a handler's error to its problem inside the handler, for
+// the kinds whose problem carries headers (Retry-After): huma takes response
+// headers only from the error a handler returns, not from the one its error
+// hook makes of it.
+func WithHeaders[I, O any](h func(context.Context, *I) (O, error)) func(context.Context, *I) (O, error) {
+	return func(ctx context.Context, in *I) (O, error) {
+		out, err := h(ctx, in)
+		if e, ok := domain.AsError(err); ok && kindInfo[e.Kind].retryAfter != "" {
+			return out, ProblemFor(ctx, err)
+		}
+		return out, err
+	}
 }

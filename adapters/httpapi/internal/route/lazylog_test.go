@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestWithLazy(t *testing.T) {
 		return a
 	}}
 	lb, eb := slog.New(slog.NewJSONHandler(&lazy, opts)), slog.New(slog.NewJSONHandler(&eager, opts))
-	l := withLazy(withLazy(lb, slog.String("request_id", "r1")), slog.String("principal", "alice"))
+	l := WithLazy(WithLazy(lb, slog.String("request_id", "r1")), slog.String("principal", "alice"))
 	e := eb.With("request_id", "r1").With("principal", "alice")
 	l.Info("auth", "action", "acp.send")
 	e.Info("auth", "action", "acp.send")
@@ -32,7 +32,7 @@ func TestWithLazy(t *testing.T) {
 		t.Errorf("no principal in %s", lazy.String())
 	}
 	lazy.Reset()
-	withLazy(slog.New(slog.NewJSONHandler(&lazy, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.String("a", "b")).Info("dropped")
+	WithLazy(slog.New(slog.NewJSONHandler(&lazy, &slog.HandlerOptions{Level: slog.LevelWarn})), slog.String("a", "b")).Info("dropped")
 	if lazy.Len() != 0 {
 		t.Errorf("a record below the level was written: %s", lazy.String())
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package processapi
 
 import (
 	"cmp"
@@ -6,13 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"reflect"
-	"strings"
 
 	"github.com/coder/websocket"
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -27,7 +26,7 @@ import (
 // {"type":"close"}.
 
 type procWSInput struct {
-	rawRequest
+	route.RawRequest
 	ID          string `path:"id" doc:"Process ID."`
 	AccessToken string `query:"access_token" doc:"The bearer token, for clients that cannot send headers (browsers' WebSocket)."`
 }
@@ -41,20 +40,19 @@ type terminalFrame struct {
 	Rows     int    `json:"rows"`
 }
 
-func registerTerminalWS(api huma.API, cfg *Config) {
-	svc := cfg.Processes
-	route(api, huma.Operation{
+func registerTerminalWS(api huma.API, env *route.Env, svc *processes.Service) {
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_process_terminal_ws", Method: http.MethodGet, Path: "/v1/processes/{id}/terminal/ws",
 		Summary: "Open a WebSocket to a process's terminal",
 		Description: "Upgrades to a WebSocket. Server frames: the terminal's output as binary messages (buffered output first), JSON text frames " +
 			"`{\"type\":\"ready\",\"processId\"}`, `{\"type\":\"exit\",\"exitCode\"}`, `{\"type\":\"error\",\"message\"}`. Client frames (JSON text): " +
 			"`{\"type\":\"input\",\"data\",\"encoding\"?}` (utf8 unless base64), `{\"type\":\"resize\",\"cols\",\"rows\"}`, `{\"type\":\"close\"}`. " +
 			"409 for a process without a terminal. Cross-origin upgrades are refused unless the origin is allowed by --cors-allow-origin.",
-		Tags: procTags, Security: bearer,
+		Tags: procTags, Security: route.Bearer,
 		Responses: map[string]*huma.Response{
 			"101": {Description: "Switched to the WebSocket protocol."},
 		},
-	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procWSInput) (*huma.StreamResponse, error) {
+	}, route.Act(domain.ActionProcessWrite), func(ctx context.Context, in *procWSInput) (*huma.StreamResponse, error) {
 		tty, err := svc.IsTTY(in.ID)
 		if err != nil {
 			return nil, err
@@ -63,23 +61,23 @@ func registerTerminalWS(api huma.API, cfg *Config) {
 			msg := "process is not running in tty mode"
 			return nil, domain.Conflict(msg)
 		}
-		if err := checkUpgrade(in.req, cfg.CORS); err != nil {
+		if err := checkUpgrade(in.Request(), env.AllowedOrigin); err != nil {
 			return nil, err
 		}
 		id := in.ID
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
-			r, w := unwrap(hctx)
+			r, w := route.Unwrap(hctx)
 			// checkUpgrade has vetted the origin already.
 			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true, CompressionMode: websocket.CompressionDisabled})
 			if err != nil {
-				logger(r.Context()).Debug("terminal websocket refused", "err", err)
+				route.Logger(r.Context()).Debug("terminal websocket refused", "err", err)
 				return
 			}
 			// A hijacked connection outlives the request's context rules:
 			// the reader ends this one when the peer goes.
 			wctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 			defer cancel()
-			serveTerminal(wctx, cancel, c, svc, id, cfg)
+			serveTerminal(wctx, cancel, c, svc, id, env)
 		}}, nil
 	})
 }
@@ -89,37 +87,22 @@ func registerTerminalWS(api huma.API, cfg *Config) {
 // and a cross-origin upgrade from an origin CORS does not allow (403). A
 // WebSocket is not subject to CORS, so without the origin check any web
 // page could type into a terminal of a daemon that has no token.
-func checkUpgrade(r *http.Request, c CORS) error {
-	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
-		return invalid("expected a WebSocket upgrade request")
+func checkUpgrade(r *http.Request, allowed func(origin string) bool) error {
+	if !route.HeaderHasToken(r.Header, "Connection", "upgrade") || !route.HeaderHasToken(r.Header, "Upgrade", "websocket") {
+		return route.Invalid("expected a WebSocket upgrade request")
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" || c.allowed(origin) {
+	if route.SameOrigin(r, allowed) {
 		return nil
 	}
-	if u, err := url.Parse(origin); err == nil && strings.EqualFold(u.Host, r.Host) {
-		return nil
-	}
-	msg := "cross-origin WebSocket from " + origin + " is not allowed (see --cors-allow-origin)"
+	msg := "cross-origin WebSocket from " + r.Header.Get("Origin") + " is not allowed (see --cors-allow-origin)"
 	return domain.PermissionDenied(msg)
 }
 
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.Conn, svc *processes.Service, id string, cfg *Config) {
+func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.Conn, svc *processes.Service, id string, env *route.Env) {
 	defer c.CloseNow() //nolint:errcheck // idempotent
 	send := func(v any) error {
 		b, _ := json.Marshal(v)
-		wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+		wctx, done := context.WithTimeout(ctx, env.StreamWriteTimeout)
 		defer done()
 		return c.Write(wctx, websocket.MessageText, b)
 	}
@@ -145,11 +128,11 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 			// is written to the terminal, bounded by the input limit the
 			// configuration sets now (1009 past it, 1013 when the budget
 			// is spent).
-			typ, b, charged, err := readWSMessage(ctx, c, inputBodyLimit(svc), cfg.inflight)
+			typ, b, charged, err := route.ReadWSMessage(ctx, c, inputBodyLimit(svc), env.Budget)
 			if err != nil {
-				cfg.inflight.give(charged)
-				if isOverloaded(err) {
-					closeOverloaded(c)
+				env.Budget.Give(charged)
+				if route.IsOverloaded(err) {
+					route.CloseOverloaded(c)
 				}
 				return
 			}
@@ -157,8 +140,8 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 				sendError("binary input is not supported; send JSON text frames")
 				continue
 			}
-			done := terminalFrameIn(ctx, c, svc, id, cfg, b, sendError)
-			cfg.inflight.give(charged)
+			done := terminalFrameIn(ctx, c, svc, id, env, b, sendError)
+			env.Budget.Give(charged)
 			if done {
 				return
 			}
@@ -166,9 +149,9 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 	}()
 
 	for {
-		chunks, _, err := f.Next(cfg.Heartbeat)
+		chunks, _, err := f.Next(env.Heartbeat)
 		for _, ch := range chunks {
-			wctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+			wctx, done := context.WithTimeout(ctx, env.StreamWriteTimeout)
 			werr := c.Write(wctx, websocket.MessageBinary, ch.Data)
 			done()
 			if werr != nil {
@@ -190,7 +173,7 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 			return
 		case len(chunks) == 0:
 			// Idle: make sure the peer is still there.
-			pctx, done := context.WithTimeout(ctx, cfg.StreamWriteTimeout)
+			pctx, done := context.WithTimeout(ctx, env.StreamWriteTimeout)
 			perr := c.Ping(pctx)
 			done()
 			if perr != nil && ctx.Err() == nil {
@@ -202,15 +185,15 @@ func serveTerminal(ctx context.Context, cancel context.CancelFunc, c *websocket.
 
 // terminalFrameIn handles one client frame of a terminal socket; it
 // reports whether the socket is done (closed, or the budget spent).
-func terminalFrameIn(ctx context.Context, c *websocket.Conn, svc *processes.Service, id string, cfg *Config, b []byte, sendError func(string)) bool {
+func terminalFrameIn(ctx context.Context, c *websocket.Conn, svc *processes.Service, id string, env *route.Env, b []byte, sendError func(string)) bool {
 	// Decoding holds the data twice more (the string, then its bytes).
-	extra := decodeCost * int64(len(b))
-	if !cfg.inflight.take(extra) {
-		closeOverloaded(c)
+	extra := route.DecodeCost * int64(len(b))
+	if !env.Budget.Take(extra) {
+		route.CloseOverloaded(c)
 		return true
 	}
-	defer cfg.inflight.give(extra)
-	if err := checkJSONMembers(b, reflect.TypeFor[terminalFrame]()); err != nil {
+	defer env.Budget.Give(extra)
+	if err := route.CheckJSONMembers(b, reflect.TypeFor[terminalFrame]()); err != nil {
 		sendError(clientMessage(err))
 		return false
 	}
@@ -243,42 +226,9 @@ func terminalFrameIn(ctx context.Context, c *websocket.Conn, svc *processes.Serv
 	return false
 }
 
-// presentedAuthorization is the bearer token a request presents, as an
-// Authorization value: the header named by Config.TokenHeader when it is
-// set and present (a router in front of the daemon, such as
-// agent-sandbox's, drops Authorization, which carries its own token, and
-// forwards this one; a bare token there is taken as "Bearer <token>");
-// else the Authorization header; else, for a WebSocket only (browsers
-// cannot set headers on one: the terminal, and the upgrade of
-// /acp/{agent}), its access_token query parameter.
-func (c *Config) presentedAuthorization(r *http.Request) string {
-	if c.TokenHeader != "" {
-		if h := r.Header.Get(c.TokenHeader); h != "" {
-			if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-				return h
-			}
-			return "Bearer " + h
-		}
-	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		return h
-	}
-	if r.Method != http.MethodGet {
-		return ""
-	}
-	terminal := strings.HasPrefix(r.URL.Path, "/v1/processes/") && strings.HasSuffix(r.URL.Path, "/terminal/ws")
-	acpSocket := strings.HasPrefix(r.URL.Path, "/acp/") && isWebSocketUpgrade(r)
-	if terminal || acpSocket {
-		if t := r.URL.Query().Get("access_token"); t != "" {
-			return "Bearer " + t
-		}
-	}
-	return ""
-}
-
 // clientMessage is the text of an error as a problem's detail would say it.
 func clientMessage(err error) string {
-	return problemFor(context.Background(), err).Detail
+	return route.ProblemFor(context.Background(), err).Detail
 }
 
 func strconvQuote(s string) string {

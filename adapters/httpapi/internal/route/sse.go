@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"context"
@@ -15,20 +15,20 @@ import (
 // as soon as it is read.
 const sseBatch = 512
 
-// eventSource is what an SSE stream reads: a Cursor (/v1/acp) or a
+// EventSource is what an SSE stream reads: a Cursor (/v1/acp) or a
 // standard-transport Stream (/acp), which takes only its own events.
-type eventSource interface {
+type EventSource interface {
 	Read(ctx context.Context, buf []acp.Event, max int, idle time.Duration) ([]acp.Event, *acp.Gap, error)
 	Ack(seq uint64)
 }
 
-// streamSSE writes the cursor's events until the log closes (instance
+// StreamSSE writes the cursor's events until the log closes (instance
 // deleted, daemon stopping), the client leaves, or a write stalls for longer
 // than the stream write timeout. Server write timeouts must not cut streams,
 // so the deadline is cleared here and set per write round instead.
-func streamSSE(ctx context.Context, w http.ResponseWriter, cur eventSource, cfg *Config) {
-	rc, bw, ok := startSSE(w)
-	defer clearDeadline(rc)
+func (e *Env) StreamSSE(ctx context.Context, w http.ResponseWriter, cur EventSource) {
+	rc, bw, ok := StartSSE(w)
+	defer ClearDeadline(rc)
 	if !ok {
 		return
 	}
@@ -37,11 +37,11 @@ func streamSSE(ctx context.Context, w http.ResponseWriter, cur eventSource, cfg 
 	for {
 		var gap *acp.Gap
 		var err error
-		events, gap, err = cur.Read(ctx, events[:0], sseBatch, cfg.Heartbeat)
+		events, gap, err = cur.Read(ctx, events[:0], sseBatch, e.Heartbeat)
 		if err != nil {
 			return
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(e.StreamWriteTimeout))
 		switch {
 		case gap != nil:
 			// The cursor now stands before gap.OldestAvailable. If that

@@ -1,4 +1,4 @@
-package httpapi
+package acpstd
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -21,8 +22,7 @@ import (
 // whose server id is the Acp-Connection-Id, so everything /v1/acp offers
 // (listing, the inspector, metrics, DELETE, replay bounds, process
 // hygiene) applies to it. Where the RFD text and the TypeScript SDK 2.4.0
-// client differ, the SDK is followed: see the README's "ACP's standard
-// transport" section.
+// client differ, the SDK is followed: see docs/api.md section 9.
 
 const (
 	headerConnID    = "Acp-Connection-Id"
@@ -36,14 +36,14 @@ const (
 )
 
 type acpStdPostInput struct {
-	rawRequest
+	route.RawRequest
 	Agent        string `path:"agent" doc:"Agent to run (one instance per connection)."`
 	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection, from initialize's response. Absent only on initialize, which creates the connection."`
 	SessionID    string `header:"Acp-Session-Id" doc:"The ACP session of a session-scoped message; must equal params.sessionId when both are present."`
 }
 
 type acpStdGetInput struct {
-	rawRequest
+	route.RawRequest
 	Agent        string `path:"agent"`
 	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection whose stream to open (not used on a WebSocket upgrade, which creates a connection)."`
 	SessionID    string `header:"Acp-Session-Id" doc:"Open this session's stream instead of the connection's (as the TypeScript SDK does)."`
@@ -57,32 +57,42 @@ type acpStdDeleteInput struct {
 	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection to end."`
 }
 
-func registerACPStd(api huma.API, cfg *Config) {
+// server is the transport: the settings every route family shares, and
+// the ACP instances its connections are.
+type server struct {
+	env       *route.Env
+	instances *acp.Instances
+}
+
+// Register adds the /acp/{agent} operations (POST, GET: SSE or WebSocket,
+// DELETE) to api; their connections are instances of instances.
+func Register(api huma.API, env *route.Env, instances *acp.Instances) {
+	cfg := &server{env: env, instances: instances}
 	connHeader := map[string]*huma.Param{headerConnID: {
 		Description: "The connection id; also the server id under /v1/acp.",
 		Schema:      &huma.Schema{Type: "string"},
 	}}
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: opPostACPStd, Method: http.MethodPost, Path: acpStdPath,
 		Summary: "Send one JSON-RPC message (ACP Streamable HTTP)",
 		Description: "ACP's standard transport. `initialize` without `Acp-Connection-Id` starts an instance of the agent " +
 			"and answers 200 with the agent's response and the `Acp-Connection-Id` header. Every other message carries " +
 			"`Acp-Connection-Id` (and `Acp-Session-Id` when `params.sessionId` is set) and is answered 202 at once; " +
 			"responses arrive on the GET stream. Batches are 501.",
-		Tags: []string{"acp"}, Security: bearer,
-		RequestBody: rawBody("application/json"),
-		Metadata:    map[string]any{metaDeferred: true},
+		Tags: []string{"acp"}, Security: route.Bearer,
+		RequestBody: route.RawBody("application/json"),
+		Metadata:    map[string]any{route.MetaDeferred: true},
 		Responses: map[string]*huma.Response{
 			"200": {Description: "initialize: the agent's response, byte for byte.", Headers: connHeader,
-				Content: map[string]*huma.MediaType{"application/json": {Schema: jsonObject}}},
+				Content: map[string]*huma.MediaType{"application/json": {Schema: route.JSONObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, describeACPStdPost, withHeaders(func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	}, describeACPStdPost, route.WithHeaders(func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
 		return postACPStd(ctx, cfg, in)
 	}))
-	documentBody(api, acpStdPath, http.MethodPost, "application/json", jsonObject)
+	route.DocumentBody(api, acpStdPath, http.MethodPost, "application/json", route.JSONObject)
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_acp", Method: http.MethodGet, Path: acpStdPath,
 		Summary: "Open a connection's stream (SSE), or a WebSocket connection",
 		Description: "With `Upgrade: websocket`: creates a connection (101 with `Acp-Connection-Id`); JSON-RPC in text frames " +
@@ -92,22 +102,22 @@ func registerACPStd(api huma.API, cfg *Config) {
 			"session's stream when one is open, else on the connection's. One reader per stream (409). Events carry ids; " +
 			"`Last-Event-ID` resumes (an extension of the RFD). A browser, which cannot set headers on a WebSocket, may give " +
 			"the token of the upgrade as `?access_token=`.",
-		Tags: []string{"acp"}, Security: bearer,
+		Tags: []string{"acp"}, Security: route.Bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 			"101": {Description: "Switched to a WebSocket connection.", Headers: connHeader},
 		},
-	}, describeACPStdGet, withHeaders(func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
-		if isWebSocketUpgrade(in.req) {
+	}, describeACPStdGet, route.WithHeaders(func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
+		if route.IsWebSocketUpgrade(in.Request()) {
 			return acceptACPWebSocket(ctx, cfg, in)
 		}
 		return streamACPStd(cfg, in)
 	}))
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "delete_acp", Method: http.MethodDelete, Path: acpStdPath,
 		Summary: "End a connection (stops its agent instance)",
-		Tags:    []string{"acp"}, Security: bearer,
+		Tags:    []string{"acp"}, Security: route.Bearer,
 		DefaultStatus: http.StatusAccepted,
 	}, onConn(domain.ActionACPStop), func(ctx context.Context, in *acpStdDeleteInput) (*struct{}, error) {
 		c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
@@ -119,15 +129,15 @@ func registerACPStd(api huma.API, cfg *Config) {
 	})
 }
 
-func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.StreamResponse, error) {
-	body, charged, err := acpPostBody(in.req, cfg.MaxACPBody, cfg.inflight)
+func postACPStd(ctx context.Context, cfg *server, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	body, charged, err := route.ACPPostBody(in.Request(), cfg.env.MaxACPBody, cfg.env.Budget)
 	// Charged to --inflight-bytes until the POST is answered, as on /v1/acp.
-	defer cfg.inflight.give(charged)
+	defer cfg.env.Budget.Give(charged)
 	if err != nil {
 		return nil, err
 	}
-	compacted, err := chargeCompaction(cfg.inflight, body)
-	defer cfg.inflight.give(compacted)
+	compacted, err := route.ChargeCompaction(cfg.env.Budget, body)
+	defer cfg.env.Budget.Give(compacted)
 	if err != nil {
 		return nil, err
 	}
@@ -138,12 +148,12 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 	isInit := frame.Kind == domain.FrameRequest && frame.Method == "initialize"
 	if in.ConnectionID == "" {
 		if !isInit {
-			return nil, invalid("missing Acp-Connection-Id header (only initialize creates a connection)")
+			return nil, route.Invalid("missing Acp-Connection-Id header (only initialize creates a connection)")
 		}
-		if ctx, err = authorizeStdPost(ctx, cfg, in.req, "", in.Agent, frame); err != nil {
-			return nil, authError(ctx, err)
+		if ctx, err = authorizeStdPost(ctx, cfg, in.Request(), "", in.Agent, frame); err != nil {
+			return nil, route.AuthError(ctx, err)
 		}
-		c, err := cfg.Instances.Connect(ctx, in.Agent, acp.TransportHTTP)
+		c, err := cfg.instances.Connect(ctx, in.Agent, acp.TransportHTTP)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +171,7 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 		}}, nil
 	}
 	if isInit {
-		return nil, invalid("initialize is not allowed on an existing connection; omit Acp-Connection-Id to create one")
+		return nil, route.Invalid("initialize is not allowed on an existing connection; omit Acp-Connection-Id to create one")
 	}
 	session, err := frameSession(in.SessionID, frame)
 	if err != nil {
@@ -169,8 +179,8 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 	}
 	// Authorised before the connection is looked up, so a refused caller
 	// does not learn which connection ids exist.
-	if ctx, err = authorizeStdPost(ctx, cfg, in.req, in.ConnectionID, in.Agent, frame); err != nil {
-		return nil, authError(ctx, err)
+	if ctx, err = authorizeStdPost(ctx, cfg, in.Request(), in.ConnectionID, in.Agent, frame); err != nil {
+		return nil, route.AuthError(ctx, err)
 	}
 	c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
 	if err != nil {
@@ -179,7 +189,7 @@ func postACPStd(ctx context.Context, cfg *Config, in *acpStdPostInput) (*huma.St
 	if _, err := c.Post(ctx, frame, session, false); err != nil {
 		return nil, err
 	}
-	return rawResponse(nil), nil
+	return route.RawResponse(nil), nil
 }
 
 // parseStdFrame checks one POSTed or WebSocket message: a JSON array is a
@@ -191,23 +201,23 @@ func parseStdFrame(body []byte) (domain.Frame, error) {
 	frame, err := domain.ParseFrame(body)
 	switch {
 	case errors.Is(err, domain.ErrNotObject):
-		return frame, invalid("request body must be a JSON-RPC object")
+		return frame, route.Invalid("request body must be a JSON-RPC object")
 	case errors.Is(err, domain.ErrAmbiguousKey):
-		return frame, invalid("ambiguous JSON-RPC message: %v", err)
+		return frame, route.Invalid("ambiguous JSON-RPC message: %v", err)
 	case err != nil:
-		return frame, invalid("invalid JSON body: %v", err)
+		return frame, route.Invalid("invalid JSON body: %v", err)
 	}
 	return frame, nil
 }
 
-var errBatch = withStatus(http.StatusNotImplemented, domain.InvalidRequest("JSON-RPC batches are not supported"))
+var errBatch = route.WithStatus(http.StatusNotImplemented, domain.InvalidRequest("JSON-RPC batches are not supported"))
 
 // frameSession is the ACP session a message belongs to: the Acp-Session-Id
 // header, which must agree with params.sessionId when both are present and
 // must be present when params.sessionId is (the RFD's session-scoped rule).
 func frameSession(header string, f domain.Frame) (string, error) {
 	if len(header) > maxHeaderID {
-		return "", invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)
+		return "", route.Invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)
 	}
 	var param string
 	var has bool
@@ -216,33 +226,33 @@ func frameSession(header string, f domain.Frame) (string, error) {
 	}
 	switch {
 	case has && header != "" && param != header:
-		return "", invalid("Acp-Session-Id %q does not match params.sessionId %q", header, param)
+		return "", route.Invalid("Acp-Session-Id %q does not match params.sessionId %q", header, param)
 	case has && param != "" && header == "":
-		return "", invalid("missing Acp-Session-Id header for a message of session %q", param)
+		return "", route.Invalid("missing Acp-Session-Id header for a message of session %q", param)
 	case header != "":
 		return header, nil
 	}
 	return param, nil
 }
 
-func lookupConn(cfg *Config, id, agent string) (*acp.Conn, error) {
+func lookupConn(cfg *server, id, agent string) (*acp.Conn, error) {
 	if id == "" {
-		return nil, invalid("missing Acp-Connection-Id header")
+		return nil, route.Invalid("missing Acp-Connection-Id header")
 	}
-	c, err := cfg.Instances.Conn(id, agent)
+	c, err := cfg.instances.Conn(id, agent)
 	if errors.Is(err, acp.ErrUnknownConnection) {
-		return nil, withStatus(http.StatusNotFound, acp.ErrUnknownConnection)
+		return nil, route.WithStatus(http.StatusNotFound, acp.ErrUnknownConnection)
 	}
 	return c, err
 }
 
 // streamACPStd opens an SSE stream of a Streamable HTTP connection.
-func streamACPStd(cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error) {
-	if !acceptsExactly(in.req.Header.Get("Accept"), "text/event-stream") {
+func streamACPStd(cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error) {
+	if !acceptsExactly(in.Request().Header.Get("Accept"), "text/event-stream") {
 		return nil, domain.NotAcceptable("Accept must include text/event-stream")
 	}
 	if len(in.SessionID) > maxHeaderID {
-		return nil, invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)
+		return nil, route.Invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)
 	}
 	after, err := lastEventID(in.LastEventID)
 	if err != nil {
@@ -261,8 +271,8 @@ func streamACPStd(cfg *Config, in *acpStdGetInput) (*huma.StreamResponse, error)
 	}
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer st.Close()
-		_, w := unwrap(hctx)
-		streamSSE(hctx.Context(), w, st, cfg)
+		_, w := route.Unwrap(hctx)
+		cfg.env.StreamSSE(hctx.Context(), w, st)
 	}}, nil
 }
 
@@ -272,7 +282,7 @@ func lastEventID(v string) (*uint64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return nil, invalid("Last-Event-ID must be a positive integer")
+		return nil, route.Invalid("Last-Event-ID must be a positive integer")
 	}
 	return &n, nil
 }
@@ -326,7 +336,7 @@ func describeACPStdPost(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest
 // describeACPStdGet: a WebSocket upgrade creates a connection (acp.start);
 // otherwise the GET opens a stream of one (acp.read).
 func describeACPStdGet(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
-	if req, _ := unwrap(hctx); isWebSocketUpgrade(req) {
+	if req, _ := route.Unwrap(hctx); route.IsWebSocketUpgrade(req) {
 		describeACPStd(c, r, domain.ActionACPStart, "", hctx.Param("agent"))
 		return
 	}
@@ -334,7 +344,7 @@ func describeACPStdGet(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest)
 }
 
 // onConn: action a on the connection of Acp-Connection-Id.
-func onConn(a domain.Action) describeFunc {
+func onConn(a domain.Action) route.DescribeFunc {
 	return func(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
 		describeACPStd(c, r, a, hctx.Header(headerConnID), hctx.Param("agent"))
 	}
@@ -348,24 +358,24 @@ func onConn(a domain.Action) describeFunc {
 // that creates a connection (connID ""), acp.send for everything else.
 // Without policies it does nothing: the middleware has checked the token.
 // A POST the middleware settled (authState) is not asked about again.
-func authorizeACPStd(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
-	if !cfg.chain.HasPolicies() {
+func authorizeACPStd(ctx context.Context, cfg *server, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
+	if !cfg.env.Chain.HasPolicies() {
 		return ctx, nil
 	}
-	req := cfg.authRequest(r, http.MethodPost, acpStdPath, opPostACPStd)
+	req := cfg.env.AuthRequest(r, http.MethodPost, acpStdPath, opPostACPStd)
 	a := domain.ActionACPSend
 	if connID == "" {
 		a = domain.ActionACPStart
 	}
-	describeACPStd(cfg.chain, &req, a, connID, agent)
+	describeACPStd(cfg.env.Chain, &req, a, connID, agent)
 	req.RPC = &domain.RPCInfo{Kind: f.Kind.String(), ID: string(f.ID), Method: f.Method}
-	return authorize(ctx, cfg, req)
+	return cfg.env.Authorize(ctx, req)
 }
 
 // authorizeStdPost is authorizeACPStd for a POST, unless the middleware
 // settled it.
-func authorizeStdPost(ctx context.Context, cfg *Config, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
-	if authOf(ctx).settled {
+func authorizeStdPost(ctx context.Context, cfg *server, r *http.Request, connID, agent string, f domain.Frame) (context.Context, error) {
+	if route.Settled(ctx) {
 		return ctx, nil
 	}
 	return authorizeACPStd(ctx, cfg, r, connID, agent, f)

@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"bytes"
@@ -8,16 +8,16 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// Request bodies are bounded in one place: limitBody is the one limiter
+// Request bodies are bounded in one place: LimitBody is the one limiter
 // (a declared length over the limit is refused at once, a body that grows
 // past it fails the read with 413), used as a stream by the file uploads
-// and read whole by readCharged, charged to --inflight-bytes, for ACP POSTs,
+// and read whole by ReadCharged, charged to --inflight-bytes, for ACP POSTs,
 // process input, config documents and the JSON bodies huma decodes.
 
-// limitBody returns the request body, bounded by limit bytes when limit is
+// LimitBody returns the request body, bounded by limit bytes when limit is
 // positive: a declared length over it is refused at once, and a body that
 // grows past it fails the read with payload_too_large.
-func limitBody(r *http.Request, limit int64) (io.Reader, error) {
+func LimitBody(r *http.Request, limit int64) (io.Reader, error) {
 	if limit <= 0 {
 		return r.Body, nil
 	}
@@ -47,8 +47,8 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readCharged reads a whole request body of at most limit bytes (limit > 0:
-// every caller has one) through limitBody, charging the buffer's capacity
+// ReadCharged reads a whole request body of at most limit bytes (limit > 0:
+// every caller has one) through LimitBody, charging the buffer's capacity
 // to budget (when not nil) as it grows, before the bytes are read: 503
 // overloaded once the budget is spent. It returns the amount charged, also
 // on error.
@@ -57,8 +57,8 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 // client is charged for what it has sent (within a factor of two), never
 // for what it only announced: a Content-Length with no body behind it
 // cannot spend the budget.
-func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64, error) {
-	body, err := limitBody(r, limit)
+func ReadCharged(r *http.Request, limit int64, budget *Inflight) ([]byte, int64, error) {
+	body, err := LimitBody(r, limit)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -69,28 +69,28 @@ func readCharged(r *http.Request, limit int64, budget *inflight) ([]byte, int64,
 	if r.ContentLength >= 0 {
 		ceiling, first = r.ContentLength+1, 16<<10
 	}
-	b, charged, err := readChargedFrom(body, ceiling, first, budget)
+	b, charged, err := ReadChargedFrom(body, ceiling, first, budget)
 	if err != nil {
 		if _, ok := domain.AsError(err); !ok {
-			err = invalid("reading request body: %v", err)
+			err = Invalid("reading request body: %v", err)
 		}
 	}
 	return b, charged, err
 }
 
-// readChargedFrom reads r to its end into a buffer that starts at first
+// ReadChargedFrom reads r to its end into a buffer that starts at first
 // bytes and doubles up to ceiling, charging each growth to budget (when
 // not nil) before it is allocated: the overloaded error once the budget is
 // spent. r must end by itself before ceiling (a limit reader). It returns
 // the amount charged, also on error; r's own errors are returned as they
 // are. Request bodies and WebSocket messages are read through it.
-func readChargedFrom(r io.Reader, ceiling, first int64, budget *inflight) ([]byte, int64, error) {
+func ReadChargedFrom(r io.Reader, ceiling, first int64, budget *Inflight) ([]byte, int64, error) {
 	var charged int64
 	grow := func(buf []byte) ([]byte, error) {
 		size := min(max(2*int64(cap(buf)), first), ceiling)
 		if budget != nil {
-			if !budget.take(size - int64(cap(buf))) {
-				return buf, budget.overloaded()
+			if !budget.Take(size - int64(cap(buf))) {
+				return buf, budget.Overloaded()
 			}
 			charged += size - int64(cap(buf))
 		}
@@ -117,20 +117,34 @@ func readChargedFrom(r io.Reader, ceiling, first int64, budget *inflight) ([]byt
 	}
 }
 
-// chargeCompaction charges the copy domain.ParseFrame makes of a message
+// ChargeCompaction charges the copy domain.ParseFrame makes of a message
 // with raw line breaks (compacted onto one line), before it is made. It
 // returns what it charged (0 for a message without line breaks).
-func chargeCompaction(budget *inflight, data []byte) (int64, error) {
+func ChargeCompaction(budget *Inflight, data []byte) (int64, error) {
 	if !bytes.ContainsAny(data, "\r\n") {
 		return 0, nil
 	}
 	n := int64(len(data))
-	if !budget.take(n) {
-		return 0, budget.overloaded()
+	if !budget.Take(n) {
+		return 0, budget.Overloaded()
 	}
 	return n, nil
 }
 
 func tooLarge(limit int64) error {
 	return domain.PayloadTooLarge(limit)
+}
+
+// ACPPostBody applies the checks of docs/api.md 4.1 in order (content type,
+// accept, size) and reads the body.
+// It returns what it charged to the in-flight budget, to be given back
+// when the request is answered (also on error).
+func ACPPostBody(r *http.Request, limit int64, budget *Inflight) ([]byte, int64, error) {
+	if !IsMediaType(r.Header.Get("Content-Type"), "application/json") {
+		return nil, 0, domain.UnsupportedMedia("expected Content-Type: application/json")
+	}
+	if !Accepts(r.Header.Get("Accept"), "application/json") {
+		return nil, 0, domain.NotAcceptable("this endpoint only produces application/json")
+	}
+	return ReadCharged(r, limit, budget)
 }

@@ -1,4 +1,4 @@
-package httpapi
+package processapi
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
 // The processes routes (/v1/processes), with the TypeScript SDK 0.4.2's
-// operation ids, shapes and frames. Errors go through problemFor like every
+// operation ids, shapes and frames. Errors go through route.ProblemFor like every
 // route; the log stream is SSE written here, the terminal a WebSocket
-// (processes_ws.go).
+// (terminal.go).
 
 var procTags = []string{"processes"}
 
@@ -51,13 +52,13 @@ type procConfigInput struct{ Body domain.ProcessConfig }
 type procConfigOutput struct{ Body domain.ProcessConfig }
 
 type procSignalInput struct {
-	rawRequest
+	route.RawRequest
 	ID     string `path:"id" doc:"Process ID."`
 	WaitMs int64  `query:"waitMs" minimum:"0" doc:"Wait up to N ms for the process to exit (default 2000 for stop, 1000 for kill; at most 60000)."`
 }
 
 type procLogsInput struct {
-	rawRequest
+	route.RawRequest
 	ID          string `path:"id" doc:"Process ID."`
 	Stream      string `query:"stream" enum:"stdout,stderr,combined,pty" doc:"Which output: stdout, stderr, both (combined), or a terminal's (pty). Default: pty for a terminal, else combined."`
 	Tail        int    `query:"tail" minimum:"0" doc:"Only the last N entries."`
@@ -105,22 +106,22 @@ func inputBodyLimit(svc *processes.Service) int64 {
 	return 6*int64(svc.Config().MaxInputBytesPerRequest) + 4<<10
 }
 
-func registerProcesses(api huma.API, cfg *Config) {
-	svc := cfg.Processes
+// Register adds the /v1/processes operations to api, served by svc.
+func Register(api huma.API, env *route.Env, svc *processes.Service) {
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_processes_config", Method: http.MethodGet, Path: "/v1/processes/config",
-		Summary: "Get process runtime configuration", Tags: procTags, Security: bearer,
-	}, act(domain.ActionProcessRead), func(ctx context.Context, _ *struct{}) (*procConfigOutput, error) {
+		Summary: "Get process runtime configuration", Tags: procTags, Security: route.Bearer,
+	}, route.Act(domain.ActionProcessRead), func(ctx context.Context, _ *struct{}) (*procConfigOutput, error) {
 		return &procConfigOutput{Body: svc.Config()}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_processes_config", Method: http.MethodPost, Path: "/v1/processes/config",
 		Summary:     "Update process runtime configuration",
 		Description: "Replaces the configuration as a whole. Every value must be positive and within the daemon's ceiling (400 otherwise); a default run timeout above the maximum is lowered to it.",
-		Tags:        procTags, Security: bearer,
-	}, act(domain.ActionProcessRun), func(ctx context.Context, in *procConfigInput) (*procConfigOutput, error) {
+		Tags:        procTags, Security: route.Bearer,
+	}, route.Act(domain.ActionProcessRun), func(ctx context.Context, in *procConfigInput) (*procConfigOutput, error) {
 		c, err := svc.SetConfig(in.Body)
 		if err != nil {
 			return nil, err
@@ -128,12 +129,12 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procConfigOutput{Body: c}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_processes_run", Method: http.MethodPost, Path: "/v1/processes/run",
 		Summary:     "Run a command to completion",
 		Description: "stdin is /dev/null. Each output is kept up to maxOutputBytes (then *Truncated); at the timeout the whole process group is killed (timedOut). Counts against maxConcurrentProcesses (429).",
-		Tags:        procTags, Security: bearer,
-	}, act(domain.ActionProcessRun), func(ctx context.Context, in *procRunInput) (*procRunOutput, error) {
+		Tags:        procTags, Security: route.Bearer,
+	}, route.Act(domain.ActionProcessRun), func(ctx context.Context, in *procRunInput) (*procRunOutput, error) {
 		out, err := svc.Run(ctx, in.Body)
 		if err != nil {
 			return nil, err
@@ -141,23 +142,23 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procRunOutput{Body: out}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_processes", Method: http.MethodGet, Path: "/v1/processes",
 		Summary:     "List managed processes",
 		Description: "Running and exited processes, in creation order.",
-		Tags:        procTags, Security: bearer,
-	}, act(domain.ActionProcessRead), func(ctx context.Context, in *procListInput) (*procListOutput, error) {
+		Tags:        procTags, Security: route.Bearer,
+	}, route.Act(domain.ActionProcessRead), func(ctx context.Context, in *procListInput) (*procListOutput, error) {
 		out := &procListOutput{}
 		out.Body.Processes = svc.List(domain.ProcessOwner(in.Owner))
 		return out, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_processes", Method: http.MethodPost, Path: "/v1/processes",
 		Summary:     "Start a long-lived managed process",
 		Description: "On pipes (stdin, stdout, stderr) or, with tty, on a pseudo-terminal; in a process group of its own. 429 past maxConcurrentProcesses.",
-		Tags:        procTags, Security: bearer,
-	}, act(domain.ActionProcessRun), func(ctx context.Context, in *procCreateInput) (*procInfoOutput, error) {
+		Tags:        procTags, Security: route.Bearer,
+	}, route.Act(domain.ActionProcessRun), func(ctx context.Context, in *procCreateInput) (*procInfoOutput, error) {
 		info, err := svc.Create(ctx, in.Body)
 		if err != nil {
 			return nil, err
@@ -165,10 +166,10 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procInfoOutput{Body: info}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_process", Method: http.MethodGet, Path: "/v1/processes/{id}",
-		Summary: "Get a managed process", Tags: procTags, Security: bearer,
-	}, act(domain.ActionProcessRead), func(ctx context.Context, in *procIDInput) (*procInfoOutput, error) {
+		Summary: "Get a managed process", Tags: procTags, Security: route.Bearer,
+	}, route.Act(domain.ActionProcessRead), func(ctx context.Context, in *procIDInput) (*procInfoOutput, error) {
 		info, err := svc.Get(in.ID)
 		if err != nil {
 			return nil, err
@@ -176,24 +177,24 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return &procInfoOutput{Body: info}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "delete_v1_process", Method: http.MethodDelete, Path: "/v1/processes/{id}",
 		Summary:     "Delete an exited process",
 		Description: "Forgets the process and its logs. 409 while it runs: stop or kill it first.",
-		Tags:        procTags, Security: bearer, DefaultStatus: http.StatusNoContent,
-	}, act(domain.ActionProcessSignal), func(ctx context.Context, in *procIDInput) (*struct{}, error) {
+		Tags:        procTags, Security: route.Bearer, DefaultStatus: http.StatusNoContent,
+	}, route.Act(domain.ActionProcessSignal), func(ctx context.Context, in *procIDInput) (*struct{}, error) {
 		return nil, svc.Delete(in.ID)
 	})
 
 	signal := func(opID, path, summary string, sig domain.Signal, defWait time.Duration) {
-		route(api, huma.Operation{
+		route.Register(api, huma.Operation{
 			OperationID: opID, Method: http.MethodPost, Path: path,
 			Summary:     summary,
 			Description: "Signals the whole process group, then waits up to waitMs for it to exit and describes it.",
-			Tags:        procTags, Security: bearer,
-		}, act(domain.ActionProcessSignal), func(ctx context.Context, in *procSignalInput) (*procInfoOutput, error) {
+			Tags:        procTags, Security: route.Bearer,
+		}, route.Act(domain.ActionProcessSignal), func(ctx context.Context, in *procSignalInput) (*procInfoOutput, error) {
 			wait := defWait
-			if in.req.URL.Query().Has("waitMs") {
+			if in.Request().URL.Query().Has("waitMs") {
 				wait = time.Duration(in.WaitMs) * time.Millisecond
 			}
 			info, err := svc.Signal(ctx, in.ID, sig, wait)
@@ -206,16 +207,17 @@ func registerProcesses(api huma.API, cfg *Config) {
 	signal("post_v1_process_stop", "/v1/processes/{id}/stop", "Send SIGTERM to a process group", domain.SignalTerm, 2*time.Second)
 	signal("post_v1_process_kill", "/v1/processes/{id}/kill", "Send SIGKILL to a process group", domain.SignalKill, time.Second)
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_process_input", Method: http.MethodPost, Path: "/v1/processes/{id}/input",
 		Summary:     "Write to a process's stdin or terminal",
 		Description: "data is base64 unless encoding says utf8 or text. 413 past maxInputBytesPerRequest (decoded); 409 once the process has exited; 504 when the process reads nothing for 10 s.",
-		Tags:        procTags, Security: bearer,
+		Tags:        procTags, Security: route.Bearer,
 		// The middleware reads the body first, bounded by the limit the
-		// configuration sets now (jsonbody.go); huma then reads that copy.
+		// configuration sets now (route.MetaBodyLimit); huma then reads
+		// that copy.
 		MaxBodyBytes: -1,
-		Metadata:     map[string]any{metaBodyLimit: func() int64 { return inputBodyLimit(svc) }},
-	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procInputInput) (*procInputOutput, error) {
+		Metadata:     map[string]any{route.MetaBodyLimit: func() int64 { return inputBodyLimit(svc) }},
+	}, route.Act(domain.ActionProcessWrite), func(ctx context.Context, in *procInputInput) (*procInputOutput, error) {
 		enc := "base64"
 		if in.Body.Encoding != nil && *in.Body.Encoding != "" {
 			enc = *in.Body.Encoding
@@ -233,32 +235,32 @@ func registerProcesses(api huma.API, cfg *Config) {
 		return out, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "post_v1_process_terminal_resize", Method: http.MethodPost, Path: "/v1/processes/{id}/terminal/resize",
 		Summary:     "Resize a process's terminal",
 		Description: "Sets the PTY size; the kernel sends SIGWINCH to its foreground group. 409 for a process without a terminal.",
-		Tags:        procTags, Security: bearer,
-	}, act(domain.ActionProcessWrite), func(ctx context.Context, in *procResizeInput) (*procResizeOutput, error) {
+		Tags:        procTags, Security: route.Bearer,
+	}, route.Act(domain.ActionProcessWrite), func(ctx context.Context, in *procResizeInput) (*procResizeOutput, error) {
 		if err := svc.Resize(in.ID, in.Body.Cols, in.Body.Rows); err != nil {
 			return nil, err
 		}
 		return &procResizeOutput{Body: procSize{Cols: in.Body.Cols, Rows: in.Body.Rows}}, nil
 	})
 
-	route(api, huma.Operation{
+	route.Register(api, huma.Operation{
 		OperationID: "get_v1_process_logs", Method: http.MethodGet, Path: "/v1/processes/{id}/logs",
 		Summary: "A process's buffered output, or a live stream of it",
 		Description: "Entries carry base64 data (utf8 text with encoding=utf8), a per-process sequence and a timestamp. With follow=true: Server-Sent Events `event: log`, `id: <sequence>`, `data: <entry>`, " +
 			"replaying the buffered entries after since (or Last-Event-ID) then following live output; `event: gap` (data {lastSequence, oldestAvailable}) when entries were evicted before the reader got them; " +
 			"`event: exit` (data: the process) once it has exited and everything was sent, then the stream ends; `: heartbeat` after 15 s idle.",
-		Tags: procTags, Security: bearer,
+		Tags: procTags, Security: route.Bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The buffered entries, or (follow=true) an event stream.", Content: map[string]*huma.MediaType{
 				"application/json":  {Schema: api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(domain.ProcessLogsResponse{}), true, "")},
 				"text/event-stream": {Schema: &huma.Schema{Type: "string"}},
 			}},
 		},
-	}, act(domain.ActionProcessRead), func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
+	}, route.Act(domain.ActionProcessRead), func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
 		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Tail: in.Tail, Encoding: domain.LogEncoding(in.Encoding)}
 		since, err := logsSince(in)
 		if err != nil {
@@ -272,7 +274,7 @@ func registerProcesses(api huma.API, cfg *Config) {
 			}
 			return jsonResponse(out), nil
 		}
-		if !accepts(in.req.Header.Get("Accept"), "text/event-stream") {
+		if !route.Accepts(in.Request().Header.Get("Accept"), "text/event-stream") {
 			msg := "follow=true only produces text/event-stream"
 			return nil, domain.NotAcceptable(msg)
 		}
@@ -293,26 +295,26 @@ func registerProcesses(api huma.API, cfg *Config) {
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer f.Close()
-			_, w := unwrap(hctx)
-			streamProcessLogs(hctx.Context(), w, f, processes.NewEncoder(q.Encoding), cfg)
+			_, w := route.Unwrap(hctx)
+			streamProcessLogs(hctx.Context(), w, f, processes.NewEncoder(q.Encoding), env)
 		}}, nil
 	})
 
-	registerTerminalWS(api, cfg)
+	registerTerminalWS(api, env, svc)
 }
 
 // logsSince is the position to read after: the larger of since and
 // Last-Event-ID, or nil for the whole buffer.
 func logsSince(in *procLogsInput) (*uint64, error) {
 	var since *uint64
-	if in.req.URL.Query().Has("since") {
+	if in.Request().URL.Query().Has("since") {
 		v := uint64(in.Since)
 		since = &v
 	}
 	if in.LastEventID != "" {
 		n, err := strconv.ParseUint(in.LastEventID, 10, 64)
 		if err != nil {
-			return nil, invalid("Last-Event-ID must be a positive integer")
+			return nil, route.Invalid("Last-Event-ID must be a positive integer")
 		}
 		if since == nil || n > *since {
 			since = &n
@@ -327,13 +329,13 @@ func decodeInput(data, enc string) ([]byte, error) {
 	case "base64":
 		b, err := base64.StdEncoding.DecodeString(data)
 		if err != nil {
-			return nil, invalid("data is not valid base64: %v", err)
+			return nil, route.Invalid("data is not valid base64: %v", err)
 		}
 		return b, nil
 	case "utf8", "text":
 		return []byte(data), nil
 	}
-	return nil, invalid("encoding must be one of: base64, utf8, text")
+	return nil, route.Invalid("encoding must be one of: base64, utf8, text")
 }
 
 // jsonResponse answers 200 with v as JSON.
@@ -341,7 +343,7 @@ func jsonResponse(v any) *huma.StreamResponse {
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		b, err := json.Marshal(v)
 		if err != nil {
-			writeProblem(hctxWriter(hctx), problemFor(hctx.Context(), err))
+			route.WriteProblem(hctxWriter(hctx), route.ProblemFor(hctx.Context(), err))
 			return
 		}
 		hctx.SetHeader("Content-Type", "application/json")
@@ -352,7 +354,7 @@ func jsonResponse(v any) *huma.StreamResponse {
 }
 
 func hctxWriter(hctx huma.Context) http.ResponseWriter {
-	_, w := unwrap(hctx)
+	_, w := route.Unwrap(hctx)
 	return w
 }
 
@@ -361,20 +363,20 @@ func hctxWriter(hctx huma.Context) http.ResponseWriter {
 // deleted, the client leaves, or a write stalls past the stream write
 // timeout. Like streamSSE, it clears the server's write deadline and sets
 // one per write round instead.
-func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, entries *processes.Encoder, cfg *Config) {
-	rc, bw, ok := startSSE(w)
-	defer clearDeadline(rc)
+func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, entries *processes.Encoder, env *route.Env) {
+	rc, bw, ok := route.StartSSE(w)
+	defer route.ClearDeadline(rc)
 	if !ok {
 		return
 	}
 	var num []byte
 	enc := json.NewEncoder(bw)
 	for {
-		chunks, gap, err := f.Next(cfg.Heartbeat)
+		chunks, gap, err := f.Next(env.Heartbeat)
 		if ctx.Err() != nil {
 			return
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(cfg.StreamWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(env.StreamWriteTimeout))
 		switch {
 		case gap != nil:
 			entries.Gap()

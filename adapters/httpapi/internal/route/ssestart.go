@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"bufio"
@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// startSSE answers 200 with the event-stream headers and flushes them, so
+// StartSSE answers 200 with the event-stream headers and flushes them, so
 // the client sees the stream open before the first event. It returns the
 // controller the caller sets a write deadline on per write round (server
 // write timeouts must not cut streams), a buffered writer over w, and
-// false when the client is already gone. The caller defers clearDeadline.
+// false when the client is already gone. The caller defers ClearDeadline.
 //
-// Shared by the SSE writers: ACP streams (sse.go) and process logs.
-func startSSE(w http.ResponseWriter) (*http.ResponseController, *bufio.Writer, bool) {
+// Shared by the SSE writers: ACP streams (StreamSSE) and process logs.
+func StartSSE(w http.ResponseWriter) (*http.ResponseController, *bufio.Writer, bool) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -26,8 +26,8 @@ func startSSE(w http.ResponseWriter) (*http.ResponseController, *bufio.Writer, b
 	return rc, bufio.NewWriterSize(w, 64<<10), true
 }
 
-// clearDeadline drops a stream's write deadline when it ends, best effort,
+// ClearDeadline drops a stream's write deadline when it ends, best effort,
 // so a keep-alive connection is reused without one.
-func clearDeadline(rc *http.ResponseController) {
+func ClearDeadline(rc *http.ResponseController) {
 	_ = rc.SetWriteDeadline(time.Time{})
 }

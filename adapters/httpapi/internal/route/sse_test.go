@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"bufio"
@@ -175,8 +175,8 @@ func TestStreamSSEConsecutiveGapsAreContiguous(t *testing.T) {
 			log.Close()
 		}
 	}
-	cfg := &Config{Heartbeat: time.Hour, StreamWriteTimeout: time.Minute}
-	streamSSE(context.Background(), w, cur, cfg)
+	e := &Env{Heartbeat: time.Hour, StreamWriteTimeout: time.Minute}
+	e.StreamSSE(context.Background(), w, cur)
 
 	frames := parseFrames(t, w.body.Bytes())
 	if len(frames) < 2 || frames[0].id != 0 || frames[1].id != 0 {
@@ -215,14 +215,14 @@ func TestStreamSSEWriteFailureEndsStream(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		streamSSE(context.Background(), w, cur, &Config{Heartbeat: time.Hour, StreamWriteTimeout: time.Minute})
+		(&Env{Heartbeat: time.Hour, StreamWriteTimeout: time.Minute}).StreamSSE(context.Background(), w, cur)
 	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		log.Close()
 		<-done
-		t.Fatal("streamSSE went on after a failed write")
+		t.Fatal("StreamSSE went on after a failed write")
 	}
 	if !w.failed {
 		t.Fatal("the writer never reached its failure point")
@@ -262,13 +262,13 @@ func TestStreamSSEWriteTimeoutOverSocket(t *testing.T) {
 	for n := range total {
 		log.Append(fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"tick","params":{"i":%d}}`, n+1))
 	}
-	cfg := &Config{Heartbeat: time.Hour, StreamWriteTimeout: 200 * time.Millisecond}
+	e := &Env{Heartbeat: time.Hour, StreamWriteTimeout: 200 * time.Millisecond}
 	done := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer close(done)
 		cur := log.Subscribe(nil)
 		defer cur.Close()
-		streamSSE(r.Context(), w, cur, cfg)
+		e.StreamSSE(r.Context(), w, cur)
 	}))
 	defer srv.Close()
 

@@ -1,13 +1,13 @@
-package httpapi
+package route
 
 import (
 	"mime"
 	"strings"
 )
 
-// accepts reports whether an Accept header value allows mediaType. An empty
+// Accepts reports whether an Accept header value allows mediaType. An empty
 // header accepts anything; "type/*" and "*/*" count; q=0 excludes.
-func accepts(header, mediaType string) bool {
+func Accepts(header, mediaType string) bool {
 	if strings.TrimSpace(header) == "" {
 		return true
 	}
@@ -27,9 +27,9 @@ func accepts(header, mediaType string) bool {
 	return false
 }
 
-// isMediaType reports whether a Content-Type value names mediaType,
+// IsMediaType reports whether a Content-Type value names mediaType,
 // parameters such as charset allowed.
-func isMediaType(header, mediaType string) bool {
+func IsMediaType(header, mediaType string) bool {
 	mt, _, err := mime.ParseMediaType(header)
 	return err == nil && mt == mediaType
 }

@@ -1,4 +1,4 @@
-package httpapi
+package route
 
 import (
 	"context"
@@ -6,7 +6,23 @@ import (
 	"slices"
 )
 
-// withLazy returns l with attrs added to every record it writes.
+type loggerKey struct{}
+
+// Logger returns the request's logger (tagged with its request id, and the
+// principal once the chain has named one).
+func Logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// WithLogger is ctx carrying l as the request's logger.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+// WithLazy returns l with attrs added to every record it writes.
 //
 // Why not Logger.With: it formats the attributes for the handler up front,
 // a microsecond or two per call, and every request derives a logger (its
@@ -14,7 +30,7 @@ import (
 // daemon's level. Profiled, With was the largest share of a policy grant's
 // cost on the ACP round trip. Here the work is done only for records that
 // are written.
-func withLazy(l *slog.Logger, attrs ...slog.Attr) *slog.Logger {
+func WithLazy(l *slog.Logger, attrs ...slog.Attr) *slog.Logger {
 	return slog.New(lazyAttrs{}.wrap(l.Handler(), attrs))
 }
 

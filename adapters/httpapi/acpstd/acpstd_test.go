@@ -1,10 +1,11 @@
-package httpapi
+package acpstd
 
 import (
 	"context"
 	"net/http"
 	"testing"
 
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -72,37 +73,11 @@ func TestAcceptsExactly(t *testing.T) {
 func TestParseStdFrame(t *testing.T) {
 	for _, body := range []string{"[]", "  [{}]", "\n[1]"} {
 		_, err := parseStdFrame([]byte(body))
-		if p := problemFor(context.Background(), err); p.Status != http.StatusNotImplemented || p.Type != "urn:sandbox-agent:error:invalid_request" {
+		if p := route.ProblemFor(context.Background(), err); p.Status != http.StatusNotImplemented || p.Type != "urn:sandbox-agent:error:invalid_request" {
 			t.Errorf("parseStdFrame(%q) = %v, want 501", body, err)
 		}
 	}
 	if _, err := parseStdFrame([]byte(`{"jsonrpc":"2.0","method":"x"}`)); err != nil {
 		t.Errorf("object refused: %v", err)
-	}
-}
-
-func TestSameOriginOrAllowed(t *testing.T) {
-	tests := []struct {
-		origin, host string
-		cors         CORS
-		want         bool
-	}{
-		{"", "127.0.0.1:2468", CORS{}, true},
-		{"http://127.0.0.1:2468", "127.0.0.1:2468", CORS{}, true},
-		{"http://LOCALHOST:2468", "localhost:2468", CORS{}, true},
-		{"https://evil.example", "127.0.0.1:2468", CORS{}, false},
-		{"http://127.0.0.1:9999", "127.0.0.1:2468", CORS{}, false},
-		{"https://app.example", "127.0.0.1:2468", CORS{Origins: []string{"https://app.example"}}, true},
-		{"null", "127.0.0.1:2468", CORS{}, false},
-	}
-	for _, tt := range tests {
-		r, _ := http.NewRequest(http.MethodGet, "http://"+tt.host+"/acp/mock", nil)
-		r.Host = tt.host
-		if tt.origin != "" {
-			r.Header.Set("Origin", tt.origin)
-		}
-		if got := sameOriginOrAllowed(r, tt.cors); got != tt.want {
-			t.Errorf("origin %q on host %q: %v, want %v", tt.origin, tt.host, got, tt.want)
-		}
 	}
 }
