@@ -25,6 +25,15 @@ import (
 // from errors to problems is internal/route's.
 type Problem = route.Problem
 
+// Inflight is the daemon's budget of request bodies and WebSocket messages
+// held in memory (--inflight-bytes). The composition root makes one and
+// gives it to Config.Inflight and to the OpenCode API, so that both draw
+// on one budget and the memory bound counts it once.
+type Inflight = route.Inflight
+
+// NewInflight returns a budget of max bytes.
+func NewInflight(max int64) *Inflight { return route.NewInflight(max) }
+
 // Config is what the HTTP adapter needs; cmd/sandbox-agent fills it.
 type Config struct {
 	Version   string
@@ -51,6 +60,9 @@ type Config struct {
 	// at once, from their first byte until handled (an ACP POST until it
 	// is answered; default 256 MiB; 503, or close 1013, past it).
 	InflightBytes int64
+	// Inflight, when set, is that budget itself, shared with whoever else
+	// holds bodies (the OpenCode API); InflightBytes is then its size.
+	Inflight *Inflight
 	// ReadIdleTimeout cuts a request body that delivers nothing for this
 	// long (408; default 60 s).
 	ReadIdleTimeout time.Duration
@@ -141,7 +153,7 @@ func (c *Config) fill() {
 	if c.env == nil {
 		c.env = &route.Env{
 			Chain:              c.newChain(),
-			Budget:             route.NewInflight(c.InflightBytes),
+			Budget:             cmp.Or(c.Inflight, route.NewInflight(c.InflightBytes)),
 			MaxACPBody:         c.MaxACPBody,
 			Heartbeat:          c.Heartbeat,
 			StreamWriteTimeout: c.StreamWriteTimeout,

@@ -40,9 +40,12 @@ type Config struct {
 	Logger  *slog.Logger
 
 	// MaxBody bounds one request body (default 32 MiB); InflightBytes all
-	// request bodies held at once (default 128 MiB; 503 past it).
+	// request bodies held at once (default 128 MiB; 503 past it), unless
+	// Inflight is given: the daemon's own budget (--inflight-bytes), which
+	// this API then shares with the rest of the HTTP API.
 	MaxBody       int64
 	InflightBytes int64
+	Inflight      Budget
 	// EventBytes is the event stream's buffer (default 16 MiB): a
 	// subscriber that falls further behind is disconnected, and resyncs
 	// as OpenCode clients do when their stream ends.
@@ -139,7 +142,7 @@ type Adapter struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	inflight budget // request bodies held
+	inflight Budget // request bodies held
 
 	mu          sync.Mutex
 	closed      bool
@@ -170,11 +173,14 @@ func New(cfg Config) (*Adapter, error) {
 		bus:      acp.NewEventLog(cfg.EventBytes),
 		ctx:      ctx,
 		cancel:   cancel,
-		inflight: budget{max: cfg.InflightBytes},
+		inflight: cfg.Inflight,
 		conns:    map[string]*connSlot{},
 		sessions: map[string]*session{},
 		asks:     map[string]*ask{},
 		defaults: map[string]string{},
+	}
+	if a.inflight == nil {
+		a.inflight = &budget{max: cfg.InflightBytes}
 	}
 	a.ids.now = cfg.Now
 	cfg.Store.mu.Lock()
@@ -284,14 +290,24 @@ func (a *Adapter) publishIn(dir, typ string, props any) uint64 {
 // now is the clock in milliseconds, as OpenCode times everything.
 func (a *Adapter) now() int64 { return a.cfg.Now().UnixMilli() }
 
-// budget is a byte budget shared by concurrent holders.
+// Budget is a byte budget shared by concurrent holders: Take charges n
+// bytes, or nothing and false when that would pass it; Give returns them;
+// Used is what is charged now. The daemon's --inflight-bytes budget
+// (httpapi.Inflight) is one.
+type Budget interface {
+	Take(n int64) bool
+	Give(n int64)
+	Used() int64
+}
+
+// budget is the adapter's own Budget when it is given none.
 type budget struct {
 	mu   sync.Mutex
 	used int64
 	max  int64
 }
 
-func (b *budget) take(n int64) bool {
+func (b *budget) Take(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.max {
@@ -301,14 +317,13 @@ func (b *budget) take(n int64) bool {
 	return true
 }
 
-func (b *budget) give(n int64) {
+func (b *budget) Give(n int64) {
 	b.mu.Lock()
 	b.used -= n
 	b.mu.Unlock()
 }
 
-// inUse is the bytes held now.
-func (b *budget) inUse() int64 {
+func (b *budget) Used() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used

@@ -591,7 +591,7 @@ func TestBodiesInFlightAreBounded(t *testing.T) {
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("%d %s, want 503", code, b)
 	}
-	if got := h.a.inflight.inUse(); got != 0 {
+	if got := h.a.inflight.Used(); got != 0 {
 		t.Errorf("%d bytes still charged", got)
 	}
 	if got := h.prompt(id, "small").text(); got != "echo: small" {
@@ -620,7 +620,7 @@ func TestListingsAreBudgeted(t *testing.T) {
 	if code, b := h.do("GET", "/session/"+id+"/message", ""); code != http.StatusServiceUnavailable {
 		t.Errorf("%d %.200s, want 503", code, b)
 	}
-	if got := h.a.inflight.inUse(); got != 0 {
+	if got := h.a.inflight.Used(); got != 0 {
 		t.Errorf("%d bytes still charged", got)
 	}
 	var last []wireMessage

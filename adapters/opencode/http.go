@@ -143,7 +143,7 @@ func (a *Adapter) readJSON(r *http.Request, v any) (release func(), err error) {
 	}
 	var held int64
 	release = func() {
-		a.inflight.give(held)
+		a.inflight.Give(held)
 		held = 0
 	}
 	ceiling, first := a.cfg.MaxBody+1, int64(512)
@@ -157,7 +157,7 @@ func (a *Adapter) readJSON(r *http.Request, v any) (release func(), err error) {
 			if size <= int64(cap(buf)) {
 				size = int64(cap(buf)) + 1
 			}
-			if !a.inflight.take(size - int64(cap(buf))) {
+			if !a.inflight.Take(size - int64(cap(buf))) {
 				return release, errUnavailable("too many request bodies in flight; retry later")
 			}
 			held += size - int64(cap(buf))

@@ -277,13 +277,13 @@ func (a *Adapter) getMessage(w http.ResponseWriter, r *http.Request, s *session)
 func (a *Adapter) listBudget() (take func(int) bool, release func()) {
 	var held int64
 	take = func(n int) bool {
-		if !a.inflight.take(2 * int64(n)) {
+		if !a.inflight.Take(2 * int64(n)) {
 			return false
 		}
 		held += 2 * int64(n)
 		return true
 	}
-	return take, func() { a.inflight.give(held); held = 0 }
+	return take, func() { a.inflight.Give(held); held = 0 }
 }
 
 func (a *Adapter) listError(err error) error {

@@ -29,6 +29,8 @@ type limitFlags struct {
 	maxConns        int
 	processLogTotal int64
 	procCeiling     processCeiling
+	withOpenCode    bool              // /opencode is mounted: its event buffer counts (openCodeEvents)
+	budget          *httpapi.Inflight // made by inflight
 }
 
 // processCeiling is the most POST /v1/processes/config may set (the
@@ -139,23 +141,32 @@ func (l *limitFlags) apply(opts *acp.Options) {
 	opts.ReplayTotal = l.replayTotal
 }
 
-// applyHTTP gives the HTTP API its part of --inflight-bytes: all of it,
-// less the OpenCode API's share when that is mounted (openCodeShare).
-func (l *limitFlags) applyHTTP(cfg *httpapi.Config, withOpenCode bool) {
+// applyHTTP gives the HTTP API the --inflight-bytes budget (the one the
+// OpenCode API shares, inflight).
+func (l *limitFlags) applyHTTP(cfg *httpapi.Config) {
 	cfg.InflightBytes = l.inflightBytes
-	if withOpenCode {
-		bodies, events := l.openCodeShare()
-		cfg.InflightBytes = max(cfg.InflightBytes-bodies-events, 1)
-	}
+	cfg.Inflight = l.inflight()
 	cfg.ReadIdleTimeout = l.readIdleTimeout
 }
 
-// openCodeShare is the part of --inflight-bytes the OpenCode API holds:
-// a quarter for its request bodies, and a sixteenth (at most 16 MiB) for
-// its event buffer. It is taken out of the rest of the HTTP API's part,
-// so that mounting /opencode leaves the stated memory bound true.
-func (l *limitFlags) openCodeShare() (bodies, events int64) {
-	return max(l.inflightBytes/4, 1), max(min(l.inflightBytes/16, 16<<20), 1)
+// inflight is the --inflight-bytes budget, made once: the HTTP API and the
+// OpenCode API hold their request bodies against the same one, so the
+// flag bounds them together.
+func (l *limitFlags) inflight() *httpapi.Inflight {
+	if l.budget == nil {
+		l.budget = httpapi.NewInflight(l.inflightBytes)
+	}
+	return l.budget
+}
+
+// openCodeEvents is the OpenCode API's event buffer when /opencode is
+// mounted (withOpenCode): a sixteenth of --inflight-bytes, at most 16 MiB,
+// counted in the memory bound; else 0.
+func (l *limitFlags) openCodeEvents() int64 {
+	if !l.withOpenCode {
+		return 0
+	}
+	return max(min(l.inflightBytes/16, 16<<20), 1)
 }
 
 // connLimit is --max-conns, shared by the listener (connections) and the
@@ -174,7 +185,7 @@ func (l *limitFlags) connLimit() *httpapi.ConnLimit {
 // of it (GOGC=100 alone would). It logs what the daemon holds, and where
 // each figure came from, and returns the limit in force.
 func (l *limitFlags) setMemoryLimit(log *slog.Logger) int64 {
-	limit := softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns)
+	limit := softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, l.openCodeEvents(), l.maxInstances, l.maxConns)
 	source := "derived"
 	if os.Getenv("GOMEMLIMIT") != "" {
 		source = "GOMEMLIMIT"
@@ -259,9 +270,11 @@ func deriveBudgets(b box) budgets {
 // softLimit is the Go runtime's soft memory limit: the memory bound, but
 // in a box smaller than that bound's fourfold, the share of the box,
 // never below the budgets plus the daemon's reserve (so that a tiny box,
-// or budgets given as flags, still leave the collector room).
-func softLimit(share, inflight, replay, processLogs int64, instances, conns int) int64 {
-	return min(memoryBound(inflight, replay, processLogs, instances, conns), max(share, ownReserve+inflight+replay+processLogs))
+// or budgets given as flags, still leave the collector room). extra is
+// held beyond the budgets (the OpenCode event buffer), counted in the
+// bound; in a small box it comes out of the daemon's reserve.
+func softLimit(share, inflight, replay, processLogs, extra int64, instances, conns int) int64 {
+	return min(memoryBound(inflight, replay, processLogs, instances, conns)+extra, max(share, ownReserve+inflight+replay+processLogs))
 }
 
 // memoryBound is the memory bound of docs/limits.md ("Memory bound"): 64 MiB of

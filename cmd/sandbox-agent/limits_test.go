@@ -87,7 +87,7 @@ func TestBudgetsFromTheBox(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := []int64{l.replayTotal, l.inflightBytes, l.processLogTotal,
-			softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns), l.maxACPBody(32 << 20)}
+			softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, 0, l.maxInstances, l.maxConns), l.maxACPBody(32 << 20)}
 		want := []int64{c.replay, c.inflight, c.processLogs, c.goLimit, c.body}
 		for i := range got {
 			if got[i] != want[i] {
@@ -103,7 +103,7 @@ func TestBudgetsFromTheBox(t *testing.T) {
 	if l.replayTotal != 1<<30 || l.inflightBytes != 24<<20 || l.maxACPBody(32<<20) != 32<<20 {
 		t.Errorf("flags given in a small box: replay %d, inflight %d, body %d", l.replayTotal, l.inflightBytes, l.maxACPBody(32<<20))
 	}
-	if got := softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, l.maxInstances, l.maxConns); got != ownReserve+(1<<30)+48<<20 {
+	if got := softLimit(l.derived.share, l.inflightBytes, l.replayTotal, l.processLogTotal, 0, l.maxInstances, l.maxConns); got != ownReserve+(1<<30)+48<<20 {
 		t.Errorf("the soft limit under a replay total given as a flag: %d MiB", got>>20)
 	}
 }
@@ -116,24 +116,23 @@ func mibList(v []int64) []int64 {
 	return out
 }
 
-// TestOpenCodeShareWithinInflight: mounting /opencode takes its bodies'
-// and events' budgets out of --inflight-bytes, so the HTTP API and the
-// OpenCode API together hold no more than the flag says.
-func TestOpenCodeShareWithinInflight(t *testing.T) {
+// TestOpenCodeSharesInflight: the HTTP API and the OpenCode API hold
+// their bodies against one --inflight-bytes budget, and the OpenCode event
+// buffer is counted only when /opencode is mounted.
+func TestOpenCodeSharesInflight(t *testing.T) {
 	for _, inflight := range []int64{1, 24 << 20, 256 << 20, 1 << 30} {
 		l := limitFlags{inflightBytes: inflight}
-		bodies, events := l.openCodeShare()
-		var with, without httpapi.Config
-		l.applyHTTP(&with, true)
-		l.applyHTTP(&without, false)
-		if without.InflightBytes != inflight {
-			t.Errorf("inflight %d without OpenCode: HTTP API gets %d", inflight, without.InflightBytes)
+		var cfg httpapi.Config
+		l.applyHTTP(&cfg)
+		if cfg.Inflight == nil || cfg.Inflight != l.inflight() || cfg.Inflight.Max() != inflight || cfg.InflightBytes != inflight {
+			t.Errorf("inflight %d: the HTTP API's budget is not the shared one of that size", inflight)
 		}
-		if bodies < 1 || events < 1 || events > 16<<20 {
-			t.Errorf("inflight %d: OpenCode share %d bodies, %d events", inflight, bodies, events)
+		if l.openCodeEvents() != 0 {
+			t.Errorf("inflight %d: events counted without /opencode", inflight)
 		}
-		if inflight > 16 && with.InflightBytes+bodies+events != inflight {
-			t.Errorf("inflight %d with OpenCode: %d + %d + %d", inflight, with.InflightBytes, bodies, events)
+		l.withOpenCode = true
+		if ev := l.openCodeEvents(); ev < 1 || ev > 16<<20 || (inflight >= 16 && ev > inflight/16) {
+			t.Errorf("inflight %d: OpenCode events %d", inflight, ev)
 		}
 	}
 }

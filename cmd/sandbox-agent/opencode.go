@@ -95,7 +95,6 @@ func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances
 		wd = "/"
 	}
 	home, _ := os.UserHomeDir()
-	bodies, events := limits.openCodeShare()
 	a, err := opencode.New(opencode.Config{
 		Instances: instances,
 		Store:     store,
@@ -108,12 +107,11 @@ func newOpenCode(ctx context.Context, o *openCodeFlags, instances *acp.Instances
 		Home:         home,
 		Version:      version,
 		Logger:       log,
-		// Its bodies and events come out of --inflight-bytes
-		// (openCodeShare); a body larger than its whole share is refused
-		// as too large rather than "retry later" for ever.
-		MaxBody:       min(maxBody, bodies),
-		InflightBytes: bodies,
-		EventBytes:    events,
+		// Its request bodies draw on the daemon's --inflight-bytes budget;
+		// its event buffer counts in the memory bound (openCodeEvents).
+		MaxBody:    maxBody,
+		Inflight:   limits.inflight(),
+		EventBytes: limits.openCodeEvents(),
 	})
 	if err != nil {
 		store.Close()

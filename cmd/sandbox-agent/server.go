@@ -87,6 +87,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := f.opencode.validate(); err != nil {
 		return usagef("%v", err)
 	}
+	f.limits.withOpenCode = !f.opencode.disabled
 	goLimit := f.limits.setMemoryLimit(log)
 	f.limits.warnFDs(log)
 	// The daemon's own secrets: what it reads its credentials and policies
@@ -140,7 +141,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	defer stopPolicies()
 
 	catalog := newCatalog(agents, instances, ra)
-	openCode, stopOpenCode, err := newOpenCode(ctx, &f.opencode, instances, catalog, &f.limits, f.maxACPBody, log)
+	openCode, stopOpenCode, err := newOpenCode(ctx, &f.opencode, instances, catalog, &f.limits, f.limits.maxACPBody(f.maxACPBody), log)
 	if err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if openCode != nil {
 		httpCfg.OpenCode = openCode
 	}
-	f.limits.applyHTTP(&httpCfg, openCode != nil)
+	f.limits.applyHTTP(&httpCfg)
 	connLimit := f.limits.connLimit()
 	httpCfg.ConnLimit = connLimit
 	handler := httpapi.New(httpCfg)
