@@ -165,7 +165,8 @@ func TestFaultNoSurvivorsOfProcesses(t *testing.T) {
 	if sup == 0 {
 		t.Fatal("no supervisor under the daemon")
 	}
-	pids = append(pids, sup)
+	// The sub-supervisors too: each must see its tree gone and exit.
+	pids = append(pids, descendants(d.Cmd.Process.Pid)...)
 	for _, p := range pids {
 		if !proc.Alive(p) {
 			t.Fatalf("pid %d not running before the kill (all: %v)", p, pids)

@@ -501,17 +501,39 @@ func killChildren(s *forkSpec, skipLeader bool) int {
 				digits = true
 				continue
 			}
-			if digits && !(skipLeader && n == s.leader) {
-				left += killChild(n)
+			if digits {
+				left += killOne(s, n, skipLeader)
 			}
 			n, digits = 0, false
 		}
 	}
-	if digits && !(skipLeader && n == s.leader) {
-		left += killChild(n)
+	if digits {
+		left += killOne(s, n, skipLeader)
 	}
 	rawClose(fd)
 	return left
+}
+
+// killOne SIGKILLs one child of the tree. The leader is only signalled,
+// never reaped here: subSupervise's loop reaps it, reports its exit and
+// learns from that that it is gone; reaped behind its back, the loop would
+// wait for it for ever (a sub-supervisor left polling every 20 ms after
+// its supervisor died, when the leader died between this kill and a
+// WNOHANG wait). With skipLeader, an exited leader waiting for the
+// daemon's ack is not even signalled. It returns how many are left (0 or 1).
+//
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func killOne(s *forkSpec, pid int32, skipLeader bool) int {
+	if pid != s.leader {
+		return killChild(pid)
+	}
+	if skipLeader {
+		return 0
+	}
+	syscall.RawSyscall6(syscall.SYS_KILL, uintptr(pid), uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	return 1
 }
 
 // killChild SIGKILLs one child and reaps it if it is gone already: 0 if
@@ -624,7 +646,7 @@ func killChildrenScan(s *forkSpec, skipLeader bool) int {
 				n++
 			}
 			if n > 0 && ppid == s.self {
-				left += killChild(pid)
+				left += killOne(s, pid, skipLeader)
 			}
 		}
 	}

@@ -277,6 +277,53 @@ func TestSupervisorCrash(t *testing.T) {
 	}
 }
 
+// The supervisor killed while many leaders still run: every
+// sub-supervisor kills its leader, sees it go and exits. A leader that died
+// between the kill and the sub-supervisor's next look used to be reaped
+// behind its loop's back, which then waited for it for ever (found as
+// sub-supervisors left polling after TestFaultNoSurvivorsOfProcesses under
+// CPU load). Several rounds of many trees make that window likely.
+func TestSubSupervisorsEndWithTheSupervisor(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 4 {
+		sup := NewSupervisor(exe, SupervisorCommand)
+		if err := sup.Start(); err != nil {
+			t.Fatal(err)
+		}
+		s := &Starter{BaseEnv: os.Environ(), Supervisor: sup}
+		var procs []ports.Process
+		for range 25 {
+			p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sleep", Args: []string{"1000"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			procs = append(procs, p)
+		}
+		first := sup.supervisorPID()
+		var subs []int
+		for _, c := range childrenOf(first) {
+			if pid, err := strconv.Atoi(c); err == nil {
+				subs = append(subs, pid)
+			}
+		}
+		if len(subs) != len(procs) {
+			t.Fatalf("round %d: %d sub-supervisors for %d processes", round, len(subs), len(procs))
+		}
+		if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range procs {
+			waitWithin(t, p, 10*time.Second)
+			closeIO(p)
+		}
+		waitGone(t, 5*time.Second, fmt.Sprintf("round %d: sub-supervisors after the supervisor's SIGKILL", round), subs...)
+		sup.Close()
+	}
+}
+
 func closeIO(p ports.Process) {
 	closeAll(p.IO().Stdin, p.IO().Stdout, p.IO().Stderr)
 }
