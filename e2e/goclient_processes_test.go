@@ -100,10 +100,21 @@ func TestGoClientProcesses(t *testing.T) {
 	}
 
 	// Stop and kill reach a running process; delete is refused while it runs.
-	sleeper, err := c.CreateProcess(ctx, httpclient.ProcessCreateRequest{Command: "sh", Args: []string{"-c", "trap '' TERM; sleep 600"}})
+	// It says "ready" once SIGTERM is ignored (a stop before the trap
+	// would end it), and sleep inherits the ignored signal.
+	sleeper, err := c.CreateProcess(ctx, httpclient.ProcessCreateRequest{Command: "sh", Args: []string{"-c", "trap '' TERM; echo ready; exec sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	harness.Eventually(t, 10*time.Second, "the sleeper to ignore SIGTERM", func() bool {
+		logs, err := c.ProcessLogs(ctx, sleeper.ID, httpclient.ProcessLogsQuery{Encoding: httpclient.LogUTF8})
+		for _, e := range logs.Entries {
+			if err == nil && strings.Contains(e.Data, "ready") {
+				return true
+			}
+		}
+		return false
+	})
 	if err := c.DeleteProcess(ctx, sleeper.ID); !errors.As(err, &prob) || prob.Status != 409 {
 		t.Errorf("delete while running: %v", err)
 	}
