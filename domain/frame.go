@@ -14,6 +14,13 @@ import (
 // daemon takes would only learn it from a 413 after sending it all.
 const DefaultMaxACPMessage = 32 << 20
 
+// EventIDHeader is the header of a 200 answer to POST /v1/acp/{server_id}
+// that gives the id of the response's own event on the instance's stream
+// (docs/api.md section 4). A client that delivers agent messages in stream
+// order may take the response from the POST as soon as it has read every
+// event before that id, instead of waiting for the stream's copy.
+const EventIDHeader = "Sandbox-Agent-Event-Id"
+
 // FrameKind is what a JSON-RPC message is, decided by which top-level keys it
 // has and nothing else: the daemon is a byte pipe, not a JSON-RPC validator.
 type FrameKind uint8

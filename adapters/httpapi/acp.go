@@ -93,11 +93,19 @@ func registerACP(api huma.API, cfg *Config) {
 				return nil, route.AuthError(ctx, err)
 			}
 		}
-		resp, err := postJudged(ctx, cfg, in, frame)
+		answer, err := postJudged(ctx, cfg, in, frame)
 		if err != nil {
 			return nil, err
 		}
-		return route.RawResponse(resp), nil
+		resp := route.RawResponse(answer.Data)
+		if answer.EventID > 0 {
+			write := resp.Body
+			resp.Body = func(hctx huma.Context) {
+				hctx.SetHeader(domain.EventIDHeader, strconv.FormatUint(answer.EventID, 10))
+				write(hctx)
+			}
+		}
+		return resp, nil
 	}))
 
 	route.DocumentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", route.JSONObject)
@@ -165,9 +173,9 @@ const maxRedecide = 3
 // client started or replaced it), the request is described and decided
 // again on what is there now (a send to that instance, with its agent) and
 // posted with the new judgement; past maxRedecide it is a 409.
-func postJudged(ctx context.Context, cfg *Config, in *acpPostInput, frame domain.Frame) ([]byte, error) {
+func postJudged(ctx context.Context, cfg *Config, in *acpPostInput, frame domain.Frame) (acp.Answer, error) {
 	for try := 0; ; try++ {
-		resp, err := cfg.Instances.Post(ctx, acp.PostRequest{
+		resp, err := cfg.Instances.PostAnswer(ctx, acp.PostRequest{
 			ServerID: in.ServerID,
 			Agent:    in.Agent,
 			HasAgent: in.Request().URL.Query().Has("agent"),
@@ -178,7 +186,7 @@ func postJudged(ctx context.Context, cfg *Config, in *acpPostInput, frame domain
 			return resp, err
 		}
 		if ctx, err = authorizeACPPost(ctx, cfg, in.Request(), in.ServerID, in.Agent, frame); err != nil {
-			return nil, route.AuthError(ctx, err)
+			return acp.Answer{}, route.AuthError(ctx, err)
 		}
 	}
 }

@@ -25,6 +25,11 @@ const maxAnswered = 4096
 // A second copy of a response (the stream's after a transport answer, a
 // replay) is dropped: the ids answered lately are remembered.
 //
+// A held body goes to the inbox at once when the daemon gave its event id
+// (domain.EventIDHeader) and the stream has been read up to the event
+// before it: nothing can come before it any more, and the stream's copy,
+// one wake-up later in the common case, is then dropped as a second copy.
+//
 // It owns no goroutine: the Write goroutine adds requests, POST goroutines
 // hold bodies and refuse requests, the receiver delivers events and
 // reports gaps, and whoever fails the connection answers everything. Every
@@ -37,6 +42,7 @@ type pendingTable struct {
 	pending  map[string]*pendingRequest // by domain.Frame.IDKey
 	answered map[string]struct{}
 	ring     []string // answered ids, oldest first
+	streamed uint64   // the id of the last stream event passed through (delivered or dropped)
 }
 
 // pendingRequest is a request sent by the client and not yet answered to it.
@@ -59,13 +65,32 @@ func (t *pendingTable) add(f domain.Frame) {
 	t.pending[key] = &pendingRequest{id: bytes.Clone(f.ID)}
 }
 
-// hold keeps request f's 200 body until the stream delivers its copy.
-func (t *pendingTable) hold(f domain.Frame, body []byte) {
+// hold keeps request f's 200 body until the stream delivers its copy, or
+// delivers it now when eventID (the response's event id, 0 if unknown)
+// is the next event the stream would deliver.
+func (t *pendingTable) hold(f domain.Frame, body []byte, eventID uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if p, ok := t.pending[f.IDKey()]; ok && len(body) > 0 {
-		p.held = body
+	key := f.IDKey()
+	p, ok := t.pending[key]
+	if !ok || len(body) == 0 {
+		return
 	}
+	if eventID > 0 && eventID == t.streamed+1 {
+		t.in.push(body)
+		t.markAnsweredLocked(key)
+		t.streamed = eventID
+		return
+	}
+	p.held = body
+}
+
+// passed records that the stream has passed event seq without delivering
+// it (a line that is not JSON, an adapter notice).
+func (t *pendingTable) passed(seq uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.streamed = max(t.streamed, seq)
 }
 
 // holding reports whether a held body waits for the stream's copy.
@@ -80,11 +105,12 @@ func (t *pendingTable) holding() bool {
 	return false
 }
 
-// deliver passes one agent line from the stream to the inbox, unless it is
-// a response to a request already answered.
-func (t *pendingTable) deliver(f domain.Frame, data []byte) {
+// deliver passes one agent line from the stream (event seq) to the inbox,
+// unless it is a response to a request already answered.
+func (t *pendingTable) deliver(f domain.Frame, data []byte, seq uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.streamed = max(t.streamed, seq)
 	if f.Kind == domain.FrameResponse {
 		key := f.IDKey()
 		if _, dup := t.answered[key]; dup {

@@ -192,6 +192,7 @@ func (r *receiver) onEvent(ev SSEEvent) (stop bool) {
 	r.lastSeq = seq
 	if err != nil {
 		r.log.Warn("acp stream: event is not a JSON object; dropped", "event_id", seq)
+		r.pending.passed(seq)
 		return false
 	}
 	switch f.Method {
@@ -204,8 +205,9 @@ func (r *receiver) onEvent(ev SSEEvent) (stop bool) {
 		return true
 	case "_adapter/invalid_stdout":
 		r.log.Warn("agent wrote a line that is not JSON; dropped", "event", string(ev.Data))
+		r.pending.passed(seq)
 		return false
 	}
-	r.pending.deliver(f, ev.Data)
+	r.pending.deliver(f, ev.Data, seq)
 	return false
 }

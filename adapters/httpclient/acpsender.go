@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,7 +146,7 @@ func (s *sender) deliver(line []byte, f domain.Frame, written chan struct{}) {
 		case s.ctx.Err() != nil:
 			return
 		case r.err == nil:
-			s.answered(f, r.status, r.body)
+			s.answered(f, r)
 			return
 		case errors.As(r.err, &p):
 			s.refused(f, p)
@@ -176,8 +177,9 @@ func (s *sender) deliver(line []byte, f domain.Frame, written chan struct{}) {
 
 // postResult is the outcome of one POST.
 type postResult struct {
-	status int
-	body   []byte // a 200 body to hold; nil when empty, 202, or longer than an agent line may be
+	status  int
+	body    []byte // a 200 body to hold; nil when empty, 202, or longer than an agent line may be
+	eventID uint64 // the response's event id on the stream (domain.EventIDHeader); 0 if not given
 	// err is a *Problem for a non-2xx answer, else what kept the POST
 	// from being answered; nil for a 2xx answer, even one whose body
 	// could not be read whole (the stream delivers the response).
@@ -253,7 +255,8 @@ func (s *sender) post(line []byte, agent string, wrote func()) postResult {
 	if rerr != nil || len(body) > DefaultMaxSSEEvent {
 		body = nil // not held: the stream decides
 	}
-	return postResult{status: resp.StatusCode, body: body}
+	eventID, _ := strconv.ParseUint(resp.Header.Get(domain.EventIDHeader), 10, 64)
+	return postResult{status: resp.StatusCode, body: body, eventID: eventID}
 }
 
 // isWriteError reports a failure to write to the connection.
@@ -270,14 +273,14 @@ func isDialError(err error) bool {
 
 // answered records a 2xx answer: the instance exists (the stream starts),
 // and a request's 200 body is held until the stream delivers its copy.
-func (s *sender) answered(f domain.Frame, status int, body []byte) {
-	s.log.Debug("acp post answered", "method", f.Method, "id", string(f.ID), "status", status)
+func (s *sender) answered(f domain.Frame, r postResult) {
+	s.log.Debug("acp post answered", "method", f.Method, "id", string(f.ID), "status", r.status)
 	s.recv.start()
 	s.mu.Lock()
 	s.agent = "" // from now on a missing instance is an error, not a fresh start
 	s.mu.Unlock()
-	if f.Kind == domain.FrameRequest && status == http.StatusOK {
-		s.pending.hold(f, bytes.TrimSpace(body))
+	if f.Kind == domain.FrameRequest && r.status == http.StatusOK {
+		s.pending.hold(f, bytes.TrimSpace(r.body), r.eventID)
 	}
 }
 
@@ -298,7 +301,7 @@ func (s *sender) refused(f domain.Frame, p *Problem) {
 		// response goes to the stream, and from there to the reader, as
 		// it would from a local agent.
 		s.log.Info("acp request outlived the daemon's request timeout; its response will come on the stream", "method", f.Method, "id", string(f.ID))
-		s.answered(f, http.StatusAccepted, nil)
+		s.answered(f, postResult{status: http.StatusAccepted})
 		return
 	}
 	s.log.Warn("acp post refused", "method", f.Method, "id", string(f.ID), "err", p)

@@ -140,7 +140,8 @@ func (s *Instances) Conn(id, agent string) (*Conn, error) {
 // and the response goes out on the connection's streams. session is the
 // ACP session the client sent the frame for, which routes the response.
 func (c *Conn) Post(ctx context.Context, f domain.Frame, session string, wait bool) ([]byte, error) {
-	return c.in.post(ctx, f, !wait, session)
+	a, err := c.in.post(ctx, f, !wait, session)
+	return a.Data, err
 }
 
 // Close deletes the connection's instance (as DELETE /v1/acp/{id} does).

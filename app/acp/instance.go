@@ -383,14 +383,14 @@ func (in *instance) writeFailure(err error) error {
 //
 // async forces the 202 answer whatever the method; session is the ACP
 // session the client sent the frame for, which routes its response.
-func (in *instance) post(ctx context.Context, f domain.Frame, async bool, session string) ([]byte, error) {
+func (in *instance) post(ctx context.Context, f domain.Frame, async bool, session string) (Answer, error) {
 	select {
 	case <-in.done:
-		return nil, in.exitError()
+		return Answer{}, in.exitError()
 	default:
 	}
 	if f.Kind != domain.FrameRequest {
-		return nil, in.write(f.Data)
+		return Answer{}, in.write(f.Data)
 	}
 	key := f.IDKey()
 	async = async || in.opts.AsyncMethods[f.Method]
@@ -404,21 +404,21 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 	in.mu.Lock()
 	if in.exited {
 		in.mu.Unlock()
-		return nil, in.exitError()
+		return Answer{}, in.exitError()
 	}
 	if _, dup := in.pending[key]; dup {
 		in.mu.Unlock()
-		return nil, domain.Conflict("request id " + string(f.ID) + " is already in flight on server '" + in.id + "'")
+		return Answer{}, domain.Conflict("request id " + string(f.ID) + " is already in flight on server '" + in.id + "'")
 	}
 	in.pending[key] = p
 	in.mu.Unlock()
 
 	if err := in.write(f.Data); err != nil {
 		in.forget(key, p)
-		return nil, err
+		return Answer{}, err
 	}
 	if p.async {
-		return nil, nil
+		return Answer{}, nil
 	}
 
 	var timeout <-chan time.Time
@@ -434,18 +434,18 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 	case r := <-p.ch:
 		in.recycle(p)
 		if r.err != nil {
-			return nil, r.err
+			return Answer{}, r.err
 		}
 		// Flush barrier: readers connected now see every earlier event
 		// before the client sees this result.
 		in.log.WaitFlushed(ctx, r.seq-1, in.opts.BarrierTimeout)
-		return r.data, nil
+		return Answer{Data: r.data, EventID: r.seq}, nil
 	case <-timeout:
 		in.forget(key, p)
-		return nil, domain.Timeout("timed out waiting for agent response")
+		return Answer{}, domain.Timeout("timed out waiting for agent response")
 	case <-ctx.Done():
 		in.forget(key, p)
-		return nil, ctx.Err()
+		return Answer{}, ctx.Err()
 	}
 }
 

@@ -191,9 +191,26 @@ func instanceChanged(id string) error {
 // Post forwards a client frame, bootstrapping the instance on first use. It
 // returns the response bytes for a synchronous request, or nil for 202.
 func (s *Instances) Post(ctx context.Context, req PostRequest) ([]byte, error) {
+	a, err := s.PostAnswer(ctx, req)
+	return a.Data, err
+}
+
+// Answer is what a POST gets: a synchronous request's response and the
+// id of that response's event on the instance's stream; a zero Answer for
+// 202.
+type Answer struct {
+	Data []byte
+	// EventID lets a client that delivers from the stream (to keep the
+	// agent's order) take the response from the POST instead, once it has
+	// read every event before this one.
+	EventID uint64
+}
+
+// PostAnswer is Post with the response's event id.
+func (s *Instances) PostAnswer(ctx context.Context, req PostRequest) (Answer, error) {
 	in, err := s.instanceFor(ctx, req)
 	if err != nil {
-		return nil, err
+		return Answer{}, err
 	}
 	return in.post(ctx, req.Frame, false, "")
 }
