@@ -120,6 +120,10 @@ class Instance {
     const id = this.nextId++;
     const key = JSON.stringify(id);
     const done = new Promise((resolve, reject) => this.pending.set(key, { resolve, reject, method }));
+    // The answer may come on the stream (an error when the agent exits,
+    // say) before the POST has returned: marked handled now, so the page
+    // reports no unhandled rejection; the await below still throws it.
+    done.catch(() => {});
     try {
       const { status, text } = await this.post({ jsonrpc: "2.0", id, method, params });
       if (status === 200 && text) this.response(JSON.parse(text));
