@@ -62,7 +62,11 @@ func registerACP(api huma.API, cfg *Config) {
 		RequestBody: route.RawBody("application/json"),
 		Metadata:    map[string]any{route.MetaDeferred: true},
 		Responses: map[string]*huma.Response{
-			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: route.JSONObject}}},
+			"200": {Description: "The agent's response, byte for byte.", Content: map[string]*huma.MediaType{"application/json": {Schema: route.JSONObject}},
+				Headers: map[string]*huma.Param{domain.EventIDHeader: {
+					Description: "The id of the response's own event on the stream: a client that delivers in stream order may take the answer from here once it has read every event before it.",
+					Schema:      &huma.Schema{Type: "integer", Format: "int64"},
+				}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
 	}, describeACPPost, route.WithHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
