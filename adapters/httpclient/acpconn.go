@@ -87,9 +87,12 @@ func (e *AgentExitedError) Error() string {
 // Every agent message is read from the daemon's event stream (GET
 // /v1/acp/{id}), which carries all of them, responses to synchronous POSTs
 // included, numbered in the order the agent wrote them. The 200 body of a
-// synchronous POST is the same response: it is held, not delivered, and
-// dropped once the stream has delivered it, so a result never overtakes
-// the updates written before it and nothing is delivered twice. The stream
+// synchronous POST is the same response. It is delivered at once when the
+// daemon named its event (Sandbox-Agent-Event-Id) and the stream has
+// passed every event before that one, and the stream's copy is dropped;
+// else it is held and dropped once the stream has delivered it. Either
+// way a result never overtakes the updates written before it and nothing
+// is delivered twice. The stream
 // reconnects with Last-Event-ID after a cut. Only when the stream can no
 // longer deliver a held response (a replay gap, the daemon gone) is the
 // held copy delivered instead.
@@ -227,6 +230,9 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 		lastSeq, agent = existing.LastEventID, existing.Agent
 	}
 	a.recv = newReceiver(a, lastSeq)
+	// What the instance wrote before attaching is not for this reader:
+	// the stream starts after it, and a POST's answer may follow it.
+	a.pending.passed(lastSeq)
 	// agent stays set after attaching too: until a POST succeeded, an
 	// instance deleted meanwhile is created again rather than refused.
 	a.send = newSender(a, agent)
