@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -24,14 +25,32 @@ const DefaultMaxFileBytes = 64 << 20
 // Discovery finds credentials: Home is the home directory the files are
 // looked for under, LookupEnv reads the environment (os.LookupEnv: a
 // variable set to the empty string is set). A zero Now is time.Now; a zero
-// MaxFileBytes is DefaultMaxFileBytes. Safe for concurrent use: it holds
-// no state between calls.
+// MaxFileBytes is DefaultMaxFileBytes. Safe for concurrent use.
+//
+// It remembers what the config files whose parse depends on nothing else
+// (Claude Code's and Amp's) held, by path, size and modification time:
+// GET /v1/agents discovers on every listing, and a Claude Code config of
+// a megabyte with no key in it cost 12 ms to read and parse each time. A
+// file rewritten in place to the same size within the same nanosecond
+// would be missed until it changes again.
 type Discovery struct {
 	Fs           afero.Fs
 	Home         string
 	LookupEnv    func(string) (string, bool)
 	Now          func() time.Time
 	MaxFileBytes int64
+
+	mu     sync.Mutex
+	parsed map[string]parsedFile // by path
+}
+
+// parsedFile is what one config file held when it had this size and
+// modification time.
+type parsedFile struct {
+	size    int64
+	modTime time.Time
+	cred    domain.Credential
+	ok      bool
 }
 
 // Options choose what one discovery counts.
@@ -82,11 +101,11 @@ func (d *Discovery) Discover(o Options) Result {
 	c.OpenAI = r.env(domain.ProviderOpenAI, domain.OpenAIKeyEnv, domain.AuthAPIKey)
 
 	if c.Anthropic == nil {
-		c.Anthropic = r.file(domain.AmpConfigFile, func(b []byte) (domain.Credential, bool) { return domain.AmpConfig(b) })
+		c.Anthropic = r.cachedFile(domain.AmpConfigFile, func(b []byte) (domain.Credential, bool) { return domain.AmpConfig(b) })
 	}
 	for _, f := range domain.ClaudeConfigFiles {
 		if c.Anthropic == nil {
-			c.Anthropic = r.file(f, domain.ClaudeConfigKey)
+			c.Anthropic = r.cachedFile(f, domain.ClaudeConfigKey)
 		}
 	}
 	if o.OAuth {
@@ -163,15 +182,59 @@ func (r *run) file(rel string, parse func([]byte) (domain.Credential, bool)) *do
 	return &c
 }
 
+// cachedFile is file for a parse that depends on the bytes alone: while
+// the file keeps its size and modification time, the last parse stands.
+func (r *run) cachedFile(rel string, parse func([]byte) (domain.Credential, bool)) *domain.Credential {
+	path := filepath.Join(r.d.Home, filepath.FromSlash(rel))
+	f, ok := r.open(path)
+	if !ok {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		r.problems = append(r.problems, Problem{Path: path, Err: err})
+		return nil
+	}
+	r.d.mu.Lock()
+	p, hit := r.d.parsed[path]
+	r.d.mu.Unlock()
+	if !hit || p.size != fi.Size() || !p.modTime.Equal(fi.ModTime()) {
+		b, ok := r.readOpen(path, f)
+		if !ok {
+			return nil
+		}
+		p = parsedFile{size: fi.Size(), modTime: fi.ModTime()}
+		p.cred, p.ok = parse(b)
+		r.d.mu.Lock()
+		if r.d.parsed == nil {
+			r.d.parsed = map[string]parsedFile{}
+		}
+		r.d.parsed[path] = p
+		r.d.mu.Unlock()
+	}
+	if !p.ok || !r.usable(p.cred) {
+		return nil
+	}
+	c := p.cred
+	return &c
+}
+
 // read returns a file's bytes. A file that does not exist (or whose parent
 // is not a directory) is skipped silently; any other failure is recorded
 // as a Problem.
 func (r *run) read(rel string) ([]byte, bool) {
 	path := filepath.Join(r.d.Home, filepath.FromSlash(rel))
-	limit := r.d.MaxFileBytes
-	if limit <= 0 {
-		limit = DefaultMaxFileBytes
+	f, ok := r.open(path)
+	if !ok {
+		return nil, false
 	}
+	defer f.Close()
+	return r.readOpen(path, f)
+}
+
+// open opens a regular file; see read for what a failure becomes.
+func (r *run) open(path string) (afero.File, bool) {
 	f, err := openRegular(r.d.Fs, path)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && !r.underFile(path) {
@@ -179,7 +242,15 @@ func (r *run) read(rel string) ([]byte, bool) {
 		}
 		return nil, false
 	}
-	defer f.Close()
+	return f, true
+}
+
+// readOpen reads an open file whole, up to MaxFileBytes.
+func (r *run) readOpen(path string, f afero.File) ([]byte, bool) {
+	limit := r.d.MaxFileBytes
+	if limit <= 0 {
+		limit = DefaultMaxFileBytes
+	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		r.problems = append(r.problems, Problem{Path: path, Err: err})

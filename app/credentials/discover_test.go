@@ -191,3 +191,53 @@ func TestDiscoverProblemsHoldNoSecret(t *testing.T) {
 		t.Errorf("problems = %v", r2.Problems)
 	}
 }
+
+// A Claude Code config parsed once is parsed again when its size or its
+// modification time changes, and not otherwise (Discovery's cache).
+func TestDiscoverRereadsChangedConfig(t *testing.T) {
+	mem := afero.NewMemMapFs()
+	path := filepath.Join(home, ".claude.json")
+	write := func(body string, at time.Time) {
+		t.Helper()
+		if err := afero.WriteFile(mem, path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.Chtimes(path, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &Discovery{Fs: mem, Home: home}
+	key := func() string {
+		t.Helper()
+		c := d.Discover(Options{Usable: true}).Credentials.Anthropic
+		if c == nil {
+			return ""
+		}
+		return c.Key
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	write(`{"primaryApiKey":"sk-ant-aaaa"}`, t0)
+	if k := key(); k != "sk-ant-aaaa" {
+		t.Fatalf("first: %q", k)
+	}
+	write(`{"primaryApiKey":"sk-ant-bbbb"}`, t0.Add(time.Nanosecond)) // same size, newer
+	if k := key(); k != "sk-ant-bbbb" {
+		t.Fatalf("after a rewrite of the same size: %q", k)
+	}
+	write(`{"primaryApiKey":"sk-ant-cc"}`, t0.Add(time.Nanosecond)) // same time, other size
+	if k := key(); k != "sk-ant-cc" {
+		t.Fatalf("after a rewrite of another size: %q", k)
+	}
+	// The cache answers while nothing changed: a file of the same size
+	// and time is taken as the same file.
+	write(`{"primaryApiKey":"sk-ant-dd"}`, t0.Add(time.Nanosecond))
+	if k := key(); k != "sk-ant-cc" {
+		t.Fatalf("same size and time: %q, want the remembered parse", k)
+	}
+	if err := mem.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if k := key(); k != "" {
+		t.Fatalf("after removal: %q", k)
+	}
+}
