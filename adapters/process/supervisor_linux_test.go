@@ -238,15 +238,7 @@ func TestSupervisorNothingOutlivesTheDaemon(t *testing.T) {
 // The supervisor killed: its sub-supervisors kill their trees, every Wait
 // returns, and the next start starts a new supervisor.
 func TestSupervisorCrash(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := NewSupervisor(exe, SupervisorCommand)
-	if err := sup.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Close()
+	sup := ownSupervisor(t)
 	s := &Starter{BaseEnv: os.Environ(), Supervisor: sup}
 	p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sh", Args: []string{"-c", escapeScript}})
 	if err != nil {
@@ -284,15 +276,8 @@ func TestSupervisorCrash(t *testing.T) {
 // sub-supervisors left polling after TestFaultNoSurvivorsOfProcesses under
 // CPU load). Several rounds of many trees make that window likely.
 func TestSubSupervisorsEndWithTheSupervisor(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for round := range 4 {
-		sup := NewSupervisor(exe, SupervisorCommand)
-		if err := sup.Start(); err != nil {
-			t.Fatal(err)
-		}
+		sup := ownSupervisor(t)
 		s := &Starter{BaseEnv: os.Environ(), Supervisor: sup}
 		var procs []ports.Process
 		for range 25 {
@@ -320,8 +305,23 @@ func TestSubSupervisorsEndWithTheSupervisor(t *testing.T) {
 			closeIO(p)
 		}
 		waitGone(t, 5*time.Second, fmt.Sprintf("round %d: sub-supervisors after the supervisor's SIGKILL", round), subs...)
-		sup.Close()
 	}
+}
+
+// ownSupervisor starts a supervisor of the test's own (one it may kill),
+// closed when the test ends.
+func ownSupervisor(t *testing.T) *Supervisor {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := NewSupervisor(exe, SupervisorCommand)
+	if err := sup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sup.Close() })
+	return sup
 }
 
 func closeIO(p ports.Process) {
@@ -340,15 +340,7 @@ func closeAll(cs ...io.Closer) {
 // sub-supervisor and no descriptor it did not have: it closes what each
 // request brought.
 func TestSupervisorLeavesNothingBehind(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := NewSupervisor(exe, SupervisorCommand)
-	if err := sup.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Close()
+	sup := ownSupervisor(t)
 	pid := sup.supervisorPID()
 	fdsOf := func() map[string]string {
 		dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
@@ -518,15 +510,7 @@ func TestRunAs(t *testing.T) {
 // does not answer: here, stopped) leaves nothing running once the
 // supervisor goes on: the tree is killed as soon as it reports its start.
 func TestSupervisorAbandonedStart(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := NewSupervisor(exe, SupervisorCommand)
-	if err := sup.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Close()
+	sup := ownSupervisor(t)
 	pid := sup.supervisorPID()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
