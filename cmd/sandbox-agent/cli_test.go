@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -315,4 +316,128 @@ func TestREADMEListsEveryCommand(t *testing.T) {
 			t.Errorf("README.md does not name the command %q", path)
 		}
 	}
+}
+
+// docs/cli.md names every flag of every command, with its default: each
+// "## " section's heading names commands in backquotes ("`daemon
+// start|stop|status`"; `sandbox-agent` is the root), and for each flag of
+// those commands a table row's first cell names it ("`-p/--port`" when it
+// has a shorthand) and the row holds its default as --help prints it, in
+// backquotes for a word, or in the manual's units ("32 MiB", "30 s", "10
+// min"). A flag added without its row, or a default changed without the
+// manual, fails here.
+func TestCLIDocNamesEveryFlag(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string][]string{} // command path -> the section's table rows
+	var heads []string
+	for _, part := range strings.Split("\n"+string(b), "\n## ")[1:] {
+		head, body, _ := strings.Cut(part, "\n")
+		var rows []string
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "| `") {
+				rows = append(rows, line)
+			}
+		}
+		spans := strings.Split(head, "`")
+		for i := 1; i < len(spans); i += 2 {
+			words := strings.Fields(spans[i])
+			if len(words) == 0 {
+				continue
+			}
+			prefix := strings.Join(words[:len(words)-1], " ")
+			for _, alt := range strings.Split(words[len(words)-1], "|") {
+				path := strings.TrimSpace(prefix + " " + alt)
+				if path == "sandbox-agent" {
+					path = ""
+				}
+				sections[path] = rows
+				heads = append(heads, path)
+			}
+		}
+	}
+	if len(sections) < 10 {
+		t.Fatalf("docs/cli.md: only %d commands in section headings: %q", len(sections), heads)
+	}
+	for path, c := range commandPaths(t) {
+		rows, ok := sections[path]
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Hidden || f.Name == "help" {
+				return
+			}
+			if !ok {
+				t.Errorf("docs/cli.md has no section for %q, which has the flag --%s", path, f.Name)
+				return
+			}
+			name := "--" + f.Name
+			if f.Shorthand != "" {
+				name = "-" + f.Shorthand + "/--" + f.Name
+			}
+			named := regexp.MustCompile("`" + regexp.QuoteMeta(name) + "[` ]")
+			var row string
+			for _, r := range rows {
+				if first := strings.SplitN(r, "|", 3)[1]; named.MatchString(first) {
+					row = r
+					break
+				}
+			}
+			if row == "" {
+				t.Errorf("docs/cli.md, section of %q: no table row names `%s`", path, name)
+				return
+			}
+			if want := defaultForms(f); want != nil && !containsAny(row, want) {
+				t.Errorf("docs/cli.md, row of %s %s: the default %q (one of %q) is not in %q", path, name, f.DefValue, want, row)
+			}
+		})
+	}
+}
+
+// defaultForms are the ways docs/cli.md may write a flag's default, or nil
+// when there is nothing to check: no default (empty, off, 0), one computed
+// at run time (shown as -1 or 0) or one that depends on the user ($HOME).
+func defaultForms(f *pflag.Flag) []string {
+	v := f.DefValue
+	switch {
+	case v == "" || v == "false" || v == "0" || v == "0s" || v == "-1" || v == "[]" || filepath.IsAbs(v):
+		return nil
+	case f.Value.Type() == "duration":
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return []string{v}
+		}
+		forms := []string{v}
+		for _, u := range []struct {
+			d    time.Duration
+			name string
+		}{{time.Second, "s"}, {time.Minute, "min"}, {time.Hour, "h"}} {
+			if d%u.d == 0 {
+				forms = append(forms, strconv.FormatInt(int64(d/u.d), 10)+" "+u.name)
+			}
+		}
+		return forms
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		forms := []string{v}
+		for _, u := range []struct {
+			n    int64
+			name string
+		}{{1 << 20, "MiB"}, {1 << 30, "GiB"}} {
+			if n >= u.n && n%u.n == 0 {
+				forms = append(forms, strconv.FormatInt(n/u.n, 10)+" "+u.name)
+			}
+		}
+		return forms
+	}
+	return []string{"`" + v + "`"}
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
