@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -440,4 +441,25 @@ func containsAny(s string, subs []string) bool {
 		}
 	}
 	return false
+}
+
+// The first error a newcomer meets is often a port taken by a daemon from
+// an earlier try: it exits 1 and says how to find it and what to do.
+func TestServerPortInUse(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := runInProcessCtx(ctx, "server", "--port", port, "--opencode-db", "memory", "--log-level", "error")
+	for _, want := range []string{"127.0.0.1:" + port + " is already in use", "daemon status --host 127.0.0.1 --port " + port, "--port 0"} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, want 1 with %q; stderr:\n%s", r.code, want, r.stderr)
+		}
+	}
 }
