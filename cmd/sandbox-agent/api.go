@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -22,7 +24,33 @@ func newAPICmd() *cobra.Command {
 	agents := &cobra.Command{Use: "agents", Short: "List, inspect and install agents"}
 	agents.AddCommand(newAPIAgentsListCmd(), newAPIAgentsGetCmd(), newAPIAgentsInstallCmd())
 	api.AddCommand(agents, newAPIACPCmd())
+	withUnreachableHint(api)
 	return api
+}
+
+// withUnreachableHint wraps the RunE of c and every command below it so
+// that a daemon nobody answers for (refused, unresolved, timed out while
+// connecting) says what to do: a newcomer's first "api" call is often made
+// before any daemon runs.
+func withUnreachableHint(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			return unreachableHint(run(c, args))
+		}
+	}
+	for _, sub := range c.Commands() {
+		withUnreachableHint(sub)
+	}
+}
+
+// unreachableHint adds to a failure to reach the daemon how to start one
+// or name another; other errors are returned as they are.
+func unreachableHint(err error) error {
+	var op *net.OpError
+	if errors.Is(err, httpclient.ErrDaemonUnreachable) || (errors.As(err, &op) && op.Op == "dial") {
+		return fmt.Errorf("%w\nno daemon answers there: start one (\"sandbox-agent server\", or \"sandbox-agent daemon start\" to run it in the background), or give its URL with --endpoint or $SANDBOX_AGENT_ENDPOINT", err)
+	}
+	return err
 }
 
 // apiFlags are the flags every api command takes.

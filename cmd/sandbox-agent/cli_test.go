@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -461,5 +462,43 @@ func TestServerPortInUse(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, want) {
 			t.Errorf("exit %d, want 1 with %q; stderr:\n%s", r.code, want, r.stderr)
 		}
+	}
+}
+
+// A client command run before any daemon (a closed port, a name that does
+// not resolve) exits 1 and says how to start one or name another.
+func TestClientDaemonUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{
+		{"api", "agents", "list", "-e", closed},
+		{"api", "acp", "post", "s1", "--agent", "mock", "-e", "http://no-such-host.invalid:2468", `{"jsonrpc":"2.0","method":"x"}`},
+		{"api", "acp", "list", "-e", closed},
+		{"acp", "--agent", "mock", "-e", closed, "--reconnect-timeout", "10ms"},
+	} {
+		r := runInProcessCtx(ctx, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, `start one ("sandbox-agent server"`) || !strings.Contains(r.stderr, "--endpoint or $SANDBOX_AGENT_ENDPOINT") {
+			t.Errorf("%q: exit %d, want 1 with what to do; stderr:\n%s", args, r.code, r.stderr)
+		}
+	}
+	// An answer from the daemon is not dressed up as unreachability.
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"status":500,"detail":"boom"}`, http.StatusInternalServerError)
+	})}
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	r := runInProcessCtx(ctx, "api", "agents", "list", "-e", "http://"+ln.Addr().String())
+	if r.code != 1 || strings.Contains(r.stderr, "start one") {
+		t.Errorf("a daemon's 500: exit %d; stderr:\n%s", r.code, r.stderr)
 	}
 }
