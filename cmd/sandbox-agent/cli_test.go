@@ -502,3 +502,32 @@ func TestClientDaemonUnreachable(t *testing.T) {
 		t.Errorf("a daemon's 500: exit %d; stderr:\n%s", r.code, r.stderr)
 	}
 }
+
+// daemon status with no daemon says how to start one; with something else
+// listening there (a server run in a terminal) it says status cannot see it,
+// rather than only "not running" while a server answers.
+func TestDaemonStatusNotRunningSaysWhatToDo(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, busy, _ := net.SplitHostPort(ln.Addr().String())
+	defer ln.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, closed, _ := net.SplitHostPort(free.Addr().String())
+	free.Close()
+	for port, want := range map[string]string{
+		closed: `note: "sandbox-agent daemon start --host 127.0.0.1 --port ` + closed + `" starts one`,
+		busy:   "note: something else listens at http://127.0.0.1:" + busy,
+	} {
+		r := runInProcess("daemon", "status", "--port", port)
+		if r.code != 3 || !strings.Contains(r.stdout, "status: not running\n") || !strings.Contains(r.stdout, want) {
+			t.Errorf("port %s: exit %d, want 3 with %q; stdout:\n%s\nstderr:\n%s", port, r.code, want, r.stdout, r.stderr)
+		}
+	}
+}
