@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -466,8 +467,9 @@ func TestServerPortInUse(t *testing.T) {
 }
 
 // A client command run before any daemon (a closed port, a name that does
-// not resolve) exits 1 and says how to start one or name another.
-func TestClientDaemonUnreachable(t *testing.T) {
+// not resolve) exits 1 and says how to start one or name another; one
+// refused for its token says how to give it.
+func TestClientErrorsSayWhatToDo(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -487,9 +489,14 @@ func TestClientDaemonUnreachable(t *testing.T) {
 			t.Errorf("%q: exit %d, want 1 with what to do; stderr:\n%s", args, r.code, r.stderr)
 		}
 	}
-	// An answer from the daemon is not dressed up as unreachability.
+	// A daemon that answers: a refused token says where the token goes;
+	// another error is not dressed up as either.
+	status := http.StatusUnauthorized
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, `{"status":500,"detail":"boom"}`, http.StatusInternalServerError)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"type":"urn:sandbox-agent:error:%s","status":%d,"detail":"no"}`,
+			map[int]string{401: "token_invalid", 500: "internal"}[status], status)
 	})}
 	ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -497,8 +504,17 @@ func TestClientDaemonUnreachable(t *testing.T) {
 	}
 	go srv.Serve(ln)
 	defer srv.Close()
-	r := runInProcessCtx(ctx, "api", "agents", "list", "-e", "http://"+ln.Addr().String())
-	if r.code != 1 || strings.Contains(r.stderr, "start one") {
+	t.Setenv("SANDBOX_AGENT_TOKEN", "")
+	up := "http://" + ln.Addr().String()
+	for args, flag := range map[string]string{"api agents list -e " + up: "-t/--token", "acp --agent mock -e " + up: "--token-file FILE"} {
+		r := runInProcessCtx(ctx, strings.Fields(args)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "set $SANDBOX_AGENT_TOKEN to the daemon's token (or give it with "+flag+")") {
+			t.Errorf("%s, a 401: exit %d; stderr:\n%s", args, r.code, r.stderr)
+		}
+	}
+	status = http.StatusInternalServerError
+	r := runInProcessCtx(ctx, "api", "agents", "list", "-e", up)
+	if r.code != 1 || strings.Contains(r.stderr, "start one") || strings.Contains(r.stderr, "SANDBOX_AGENT_TOKEN") {
 		t.Errorf("a daemon's 500: exit %d; stderr:\n%s", r.code, r.stderr)
 	}
 }
