@@ -6,7 +6,11 @@ build:
 run *ARGS:
     go run ./cmd/sandbox-agent server {{ARGS}}
 
+# The README's test command; test-race needs a C compiler (cgo).
 test:
+    go test ./...
+
+test-race:
     go test -race ./...
 
 e2e:

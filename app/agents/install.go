@@ -217,7 +217,10 @@ func (inst *Installer) Install(ctx context.Context, agent string, opts domain.In
 		if !known {
 			return domain.InstallResult{}, domain.UnlistedAgent(agent, err)
 		}
-		return domain.InstallResult{}, stepFailed(agent, "fetch registry", err)
+		// The first thing a newcomer without network meets: say what
+		// would make it work, not only what failed.
+		return domain.InstallResult{}, stepFailed(agent, "fetch registry", fmt.Errorf(
+			"%w (installing an agent needs the ACP registry and the npm registry: allow them, or point SANDBOX_AGENT_ACP_REGISTRY_URL at a mirror; or install it ahead of time where they are reachable, with \"sandbox-agent install-agent %s\"; the built-in mock agent needs no install)", err, agent))
 	}
 	plan, err := inst.plan(agent, recipe, reg, opts)
 	if err != nil {

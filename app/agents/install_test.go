@@ -216,6 +216,8 @@ func TestInstallUnreachableRegistry(t *testing.T) {
 	r.regErr = errors.New("ACP registry: GET http://registry.test/registry.json: connection refused")
 	_, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{})
 	wantInstallFailed(t, err, "fetch registry", "http://registry.test/registry.json")
+	// It says what would make it work (the first error of a host without network).
+	wantInstallFailed(t, err, "fetch registry", `SANDBOX_AGENT_ACP_REGISTRY_URL at a mirror; or install it ahead of time where they are reachable, with "sandbox-agent install-agent claude"`)
 	if r.in.Installed("claude") {
 		t.Error("a launcher exists after a failed install")
 	}

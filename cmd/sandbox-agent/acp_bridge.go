@@ -143,7 +143,7 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 		if ctx.Err() != nil {
 			return nil // SIGTERM while waiting for the daemon: nothing to finish
 		}
-		return fmt.Errorf("acp: %w", err)
+		return clientErrorHint(fmt.Errorf("acp: %w", err), "--token-file FILE")
 	}
 	log.Info("acp bridge connected", "endpoint", cfg.endpoint, "server_id", id, "agent", cfg.agent, "owned", owned)
 

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -22,7 +24,40 @@ func newAPICmd() *cobra.Command {
 	agents := &cobra.Command{Use: "agents", Short: "List, inspect and install agents"}
 	agents.AddCommand(newAPIAgentsListCmd(), newAPIAgentsGetCmd(), newAPIAgentsInstallCmd())
 	api.AddCommand(agents, newAPIACPCmd())
+	withClientErrorHint(api)
 	return api
+}
+
+// withClientErrorHint wraps the RunE of c and every command below it so
+// that a daemon nobody answers for (refused, unresolved, timed out while
+// connecting), or one refusing the token, says what to do: a newcomer's
+// first "api" call is often made before any daemon runs, or without its
+// token.
+func withClientErrorHint(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			return clientErrorHint(run(c, args), "-t/--token")
+		}
+	}
+	for _, sub := range c.Commands() {
+		withClientErrorHint(sub)
+	}
+}
+
+// clientErrorHint adds to a failure to reach the daemon how to start one
+// or name another, and to a refused token how to give the daemon's
+// (tokenFlag: the command's own flag for it); other errors are returned as
+// they are.
+func clientErrorHint(err error, tokenFlag string) error {
+	var op *net.OpError
+	var prob *httpclient.Problem
+	switch {
+	case errors.Is(err, httpclient.ErrDaemonUnreachable) || (errors.As(err, &op) && op.Op == "dial"):
+		return fmt.Errorf("%w\nno daemon answers there: start one (\"sandbox-agent server\", or \"sandbox-agent daemon start\" to run it in the background), or give its URL with --endpoint or $SANDBOX_AGENT_ENDPOINT", err)
+	case errors.As(err, &prob) && prob.Kind() == "token_invalid":
+		return fmt.Errorf("%w\nthe daemon refuses the token sent (none, or not its own): set $SANDBOX_AGENT_TOKEN to the daemon's token (or give it with %s)", err, tokenFlag)
+	}
+	return err
 }
 
 // apiFlags are the flags every api command takes.

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -313,6 +317,233 @@ func TestREADMEListsEveryCommand(t *testing.T) {
 		}
 		if !named[path] && !named["sandbox-agent "+path] {
 			t.Errorf("README.md does not name the command %q", path)
+		}
+	}
+}
+
+// docs/cli.md names every flag of every command, with its default: each
+// "## " section's heading names commands in backquotes ("`daemon
+// start|stop|status`"; `sandbox-agent` is the root), and for each flag of
+// those commands a table row's first cell names it ("`-p/--port`" when it
+// has a shorthand) and the row holds its default as --help prints it, in
+// backquotes for a word, or in the manual's units ("32 MiB", "30 s", "10
+// min"). A flag added without its row, or a default changed without the
+// manual, fails here.
+func TestCLIDocNamesEveryFlag(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string][]string{} // command path -> the section's table rows
+	var heads []string
+	for _, part := range strings.Split("\n"+string(b), "\n## ")[1:] {
+		head, body, _ := strings.Cut(part, "\n")
+		var rows []string
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "| `") {
+				rows = append(rows, line)
+			}
+		}
+		spans := strings.Split(head, "`")
+		for i := 1; i < len(spans); i += 2 {
+			words := strings.Fields(spans[i])
+			if len(words) == 0 {
+				continue
+			}
+			prefix := strings.Join(words[:len(words)-1], " ")
+			for _, alt := range strings.Split(words[len(words)-1], "|") {
+				path := strings.TrimSpace(prefix + " " + alt)
+				if path == "sandbox-agent" {
+					path = ""
+				}
+				sections[path] = rows
+				heads = append(heads, path)
+			}
+		}
+	}
+	if len(sections) < 10 {
+		t.Fatalf("docs/cli.md: only %d commands in section headings: %q", len(sections), heads)
+	}
+	for path, c := range commandPaths(t) {
+		rows, ok := sections[path]
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Hidden || f.Name == "help" {
+				return
+			}
+			if !ok {
+				t.Errorf("docs/cli.md has no section for %q, which has the flag --%s", path, f.Name)
+				return
+			}
+			name := "--" + f.Name
+			if f.Shorthand != "" {
+				name = "-" + f.Shorthand + "/--" + f.Name
+			}
+			named := regexp.MustCompile("`" + regexp.QuoteMeta(name) + "[` ]")
+			var row string
+			for _, r := range rows {
+				if first := strings.SplitN(r, "|", 3)[1]; named.MatchString(first) {
+					row = r
+					break
+				}
+			}
+			if row == "" {
+				t.Errorf("docs/cli.md, section of %q: no table row names `%s`", path, name)
+				return
+			}
+			if want := defaultForms(f); want != nil && !containsAny(row, want) {
+				t.Errorf("docs/cli.md, row of %s %s: the default %q (one of %q) is not in %q", path, name, f.DefValue, want, row)
+			}
+		})
+	}
+}
+
+// defaultForms are the ways docs/cli.md may write a flag's default, or nil
+// when there is nothing to check: no default (empty, off, 0), one computed
+// at run time (shown as -1 or 0) or one that depends on the user ($HOME).
+func defaultForms(f *pflag.Flag) []string {
+	v := f.DefValue
+	switch {
+	case v == "" || v == "false" || v == "0" || v == "0s" || v == "-1" || v == "[]" || filepath.IsAbs(v):
+		return nil
+	case f.Value.Type() == "duration":
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return []string{v}
+		}
+		forms := []string{v}
+		for _, u := range []struct {
+			d    time.Duration
+			name string
+		}{{time.Second, "s"}, {time.Minute, "min"}, {time.Hour, "h"}} {
+			if d%u.d == 0 {
+				forms = append(forms, strconv.FormatInt(int64(d/u.d), 10)+" "+u.name)
+			}
+		}
+		return forms
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		forms := []string{v}
+		for _, u := range []struct {
+			n    int64
+			name string
+		}{{1 << 20, "MiB"}, {1 << 30, "GiB"}} {
+			if n >= u.n && n%u.n == 0 {
+				forms = append(forms, strconv.FormatInt(n/u.n, 10)+" "+u.name)
+			}
+		}
+		return forms
+	}
+	return []string{"`" + v + "`"}
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// The first error a newcomer meets is often a port taken by a daemon from
+// an earlier try: it exits 1 and says how to find it and what to do.
+func TestServerPortInUse(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := runInProcessCtx(ctx, "server", "--port", port, "--opencode-db", "memory", "--log-level", "error")
+	for _, want := range []string{"127.0.0.1:" + port + " is already in use", "daemon status --host 127.0.0.1 --port " + port, "--port 0"} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, want 1 with %q; stderr:\n%s", r.code, want, r.stderr)
+		}
+	}
+}
+
+// A client command run before any daemon (a closed port, a name that does
+// not resolve) exits 1 and says how to start one or name another; one
+// refused for its token says how to give it.
+func TestClientErrorsSayWhatToDo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{
+		{"api", "agents", "list", "-e", closed},
+		{"api", "acp", "post", "s1", "--agent", "mock", "-e", "http://no-such-host.invalid:2468", `{"jsonrpc":"2.0","method":"x"}`},
+		{"api", "acp", "list", "-e", closed},
+		{"acp", "--agent", "mock", "-e", closed, "--reconnect-timeout", "10ms"},
+	} {
+		r := runInProcessCtx(ctx, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, `start one ("sandbox-agent server"`) || !strings.Contains(r.stderr, "--endpoint or $SANDBOX_AGENT_ENDPOINT") {
+			t.Errorf("%q: exit %d, want 1 with what to do; stderr:\n%s", args, r.code, r.stderr)
+		}
+	}
+	// A daemon that answers: a refused token says where the token goes;
+	// another error is not dressed up as either.
+	status := http.StatusUnauthorized
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"type":"urn:sandbox-agent:error:%s","status":%d,"detail":"no"}`,
+			map[int]string{401: "token_invalid", 500: "internal"}[status], status)
+	})}
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	t.Setenv("SANDBOX_AGENT_TOKEN", "")
+	up := "http://" + ln.Addr().String()
+	for args, flag := range map[string]string{"api agents list -e " + up: "-t/--token", "acp --agent mock -e " + up: "--token-file FILE"} {
+		r := runInProcessCtx(ctx, strings.Fields(args)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "set $SANDBOX_AGENT_TOKEN to the daemon's token (or give it with "+flag+")") {
+			t.Errorf("%s, a 401: exit %d; stderr:\n%s", args, r.code, r.stderr)
+		}
+	}
+	status = http.StatusInternalServerError
+	r := runInProcessCtx(ctx, "api", "agents", "list", "-e", up)
+	if r.code != 1 || strings.Contains(r.stderr, "start one") || strings.Contains(r.stderr, "SANDBOX_AGENT_TOKEN") {
+		t.Errorf("a daemon's 500: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// daemon status with no daemon says how to start one; with something else
+// listening there (a server run in a terminal) it says status cannot see it,
+// rather than only "not running" while a server answers.
+func TestDaemonStatusNotRunningSaysWhatToDo(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, busy, _ := net.SplitHostPort(ln.Addr().String())
+	defer ln.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, closed, _ := net.SplitHostPort(free.Addr().String())
+	free.Close()
+	for port, want := range map[string]string{
+		closed: `note: "sandbox-agent daemon start --host 127.0.0.1 --port ` + closed + `" starts one`,
+		busy:   "note: something else listens at http://127.0.0.1:" + busy,
+	} {
+		r := runInProcess("daemon", "status", "--port", port)
+		if r.code != 3 || !strings.Contains(r.stdout, "status: not running\n") || !strings.Contains(r.stdout, want) {
+			t.Errorf("port %s: exit %d, want 3 with %q; stdout:\n%s\nstderr:\n%s", port, r.code, want, r.stdout, r.stderr)
 		}
 	}
 }

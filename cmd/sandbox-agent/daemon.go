@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -312,18 +313,27 @@ nothing (a stale pid file is removed by the next start or stop).`,
 			if err != nil {
 				return err
 			}
-			return printDaemonStatus(c.OutOrStdout(), d, st)
+			return printDaemonStatus(c.OutOrStdout(), d, st, f.host, f.port)
 		},
 	}
 	f.register(cmd.Flags())
 	return cmd
 }
 
-func printDaemonStatus(w io.Writer, d *daemon.Daemon, st daemon.State) error {
+// printDaemonStatus prints st as "key: value" lines. Not running, a note
+// says what to do: start one, or, when something else answers at the
+// address (a "sandbox-agent server" in a terminal, which status cannot
+// see), that it is not this command's to report or stop.
+func printDaemonStatus(w io.Writer, d *daemon.Daemon, st daemon.State, host, port string) error {
 	if !st.Running {
 		fmt.Fprintf(w, "status: not running\nurl: %s\n", d.URL())
 		if st.Stale != "" {
 			fmt.Fprintf(w, "stale: %s (pid file %s)\n", st.Stale, d.Files().Pid)
+		}
+		if u, err := url.Parse(d.URL()); err == nil && listening(u.Host) {
+			fmt.Fprintf(w, "note: something else listens at %s (a \"sandbox-agent server\" run in a terminal?); daemon status and stop see only daemons \"sandbox-agent daemon start\" started\n", d.URL())
+		} else {
+			fmt.Fprintf(w, "note: \"sandbox-agent daemon start --host %s --port %s\" starts one\n", host, port)
 		}
 		return exitStatus(statusNotRunning)
 	}
@@ -340,4 +350,14 @@ func printDaemonStatus(w io.Writer, d *daemon.Daemon, st daemon.State) error {
 		return exitStatus(statusUnhealthy)
 	}
 	return nil
+}
+
+// listening reports whether something accepts connections at addr.
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }

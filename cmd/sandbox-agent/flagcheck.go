@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,12 +71,22 @@ func checkPort(port string) error {
 
 // listenError classifies a failure to listen: a host that does not
 // resolve or an address that cannot be one is the command line's mistake
-// (exit 2); a port in use or a permission refused is not.
-func listenError(err error) error {
+// (exit 2); a port in use or a permission refused is not (exit 1), and
+// says what to do, since it is what a newcomer meets first (a daemon
+// already running from an earlier try).
+func listenError(err error, host, port string) error {
 	var dns *net.DNSError
 	var addr *net.AddrError
 	if errors.As(err, &dns) || errors.As(err, &addr) {
 		return usagef("--host: %v", err)
+	}
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listen: %s is already in use (another sandbox-agent? \"sandbox-agent daemon status --host %s --port %s\" tells): stop what listens there, or choose another --port (--port 0 picks a free one): %w",
+			net.JoinHostPort(host, port), host, port, err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listen: %s needs privileges this user lacks (ports below 1024 do): choose a --port above 1023: %w",
+			net.JoinHostPort(host, port), err)
 	}
 	return fmt.Errorf("listen: %w", err)
 }

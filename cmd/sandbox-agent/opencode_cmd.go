@@ -37,7 +37,7 @@ func newOpenCodeCmd() *cobra.Command {
 		Long: `Run "opencode attach" against the daemon's OpenCode API at /opencode. The
 daemon answering at --host/--port is reused; if none answers, one is
 started in the background (it keeps running; its log is
-$XDG_STATE_HOME/sandbox-agent/daemon-HOST-PORT.log). The token, if any, is
+$XDG_STATE_HOME/sandbox-agent/daemon/daemon-HOST-PORT.log). The token, if any, is
 given to OpenCode as its server password (OPENCODE_SERVER_PASSWORD), never
 on a command line. OpenCode must be on PATH (npm i -g opencode-ai) or named
 with --opencode-bin.`,

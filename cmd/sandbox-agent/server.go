@@ -148,7 +148,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, f.port))
 	if err != nil {
-		return listenError(err)
+		return listenError(err, f.host, f.port)
 	}
 	// On a loopback listener, Host must name the loopback (or an
 	// --allowed-host): a DNS-rebinding page's requests carry its own name.
