@@ -10,9 +10,11 @@ package arch_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -522,6 +524,45 @@ var rootEntries = map[string]bool{
 	"domain": true, "ports": true, "adapters": true, "app": true, "extensions": true, "cmd": true, "e2e": true,
 	"go.mod": true, "go.sum": true, "justfile": true, "README.md": true, "ARCHITECTURE.md": true,
 	"arch_test.go": true, "docs_test.go": true, ".ci": true, "docs": true,
+}
+
+// TestNoCompiledFiles: no file git tracks is a compiled program (ELF,
+// Mach-O or PE). "go build ./cmd/sandbox-agent" run inside cmd/sandbox-agent
+// leaves a 30 MB binary beside the sources, and a commit of everything
+// once took it in; the root check cannot see it there.
+func TestNoCompiledFiles(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	magics := [][]byte{{0x7f, 'E', 'L', 'F'}, {0xcf, 0xfa, 0xed, 0xfe}, {0xfe, 0xed, 0xfa, 0xcf}, {'M', 'Z'}}
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		head, err := readHead(f, 4)
+		if err != nil {
+			continue // deleted in the working tree
+		}
+		for _, m := range magics {
+			if bytes.HasPrefix(head, m) {
+				t.Errorf("%s is a compiled program: delete it (binaries are built, never committed)", f)
+				break
+			}
+		}
+	}
+}
+
+// readHead returns up to n bytes from the start of file name.
+func readHead(name string, n int) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := io.ReadFull(f, b)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	}
+	return b[:k], err
 }
 
 // TestRootEntries: every file git tracks lies under an entry the layout
