@@ -255,3 +255,20 @@ func TestUnauthenticatedBodyNotAwaited(t *testing.T) {
 		})
 	}
 }
+
+// -n (the reference's "disable auth", which the SDK's sandbox launchers
+// pass) does not open a daemon that was given a token: the variable's
+// token still guards every route, and the log says -n was ignored.
+func TestNoTokenFlagKeepsAGivenToken(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{Args: []string{"--no-token"}, Env: []string{"SANDBOX_AGENT_TOKEN=env-tok"}})
+	if st, msg := call(d, "", "GET", "/v1/agents", ""); st != 401 {
+		t.Fatalf("without the token: %d %s", st, msg)
+	}
+	if st, msg := call(d, "env-tok", "GET", "/v1/agents", ""); st != 200 {
+		t.Fatalf("with the token: %d %s", st, msg)
+	}
+	if !strings.Contains(d.Logs(), "--no-token ignored") {
+		t.Errorf("no warning that --no-token was ignored in the log:\n%s", d.Logs())
+	}
+}

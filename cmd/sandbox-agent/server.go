@@ -116,6 +116,12 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	defer stopTokens()
+	if f.noToken && tokenSource != "" {
+		// -n is the reference's "disable auth"; a token given as well
+		// (SDK launchers pass -n while an image may set the variable)
+		// wins, so a daemon never ends up open when someone set one.
+		log.Warn("--no-token ignored: a token is set, so requests need it", "token_source", tokenSource)
+	}
 	// startTokens has removed the token from the environment; the name
 	// filter stays as a second guard, and every variable whose value holds
 	// a current token is dropped at each start (tokens.InValue).

@@ -57,7 +57,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.host, "host", "H", defaultHost, "address to listen on")
 	fs.StringVarP(&f.port, "port", "p", defaultPort, "port to listen on")
 	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1, /acp and /metrics requests (default: $SANDBOX_AGENT_TOKEN, else no token; other local users see flags in ps: prefer the variable or --token-file)")
-	fs.BoolVarP(&f.noToken, "no-token", "n", false, "run without a token (the default; accepted for compatibility)")
+	fs.BoolVarP(&f.noToken, "no-token", "n", false, "run without a token: the default; a token given by --token, --token-file or $SANDBOX_AGENT_TOKEN still wins (logged)")
 	fs.VarP(&f.corsOrigins, "cors-allow-origin", "O", "allow this CORS origin (repeatable; '*' for any)")
 	fs.VarP(&f.corsMethods, "cors-allow-method", "M", "allow this CORS method (repeatable; default any)")
 	fs.VarP(&f.corsHdr, "cors-allow-header", "A", "allow this CORS header (repeatable; default any)")
