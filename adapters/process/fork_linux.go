@@ -94,9 +94,10 @@ const (
 	forkCred                       // setgroups, setresgid, setresuid
 	forkNofile                     // restore the soft RLIMIT_NOFILE
 	forkNoChildrenFile             // find children by scanning /proc (no children files; tests)
+	forkSlowKill                   // pause between reading the children and killing them (tests)
 
 	// forkRequestFlags are the flags a daemon's request may set.
-	forkRequestFlags = forkSetsid | forkSetpgid | forkCtty | forkCred | forkNoChildrenFile
+	forkRequestFlags = forkSetsid | forkSetpgid | forkCtty | forkCred | forkNoChildrenFile | forkSlowKill
 )
 
 // Stages a leader can fail at, reported with the errno.
@@ -178,6 +179,8 @@ type forkSpec struct {
 	sigmask uint64
 	pfd     [2]pollFD
 	tick    [2]int64  // timespec: the kill phase's poll interval
+	pause   [2]int64  // timespec: forkSlowKill's pause
+	seen    int32     // children the last kill pass listed, an exited leader it skipped aside
 	act     [4]uint64 // struct sigaction (handler, flags, restorer, mask)
 	dfl     [4]uint64 // SIG_DFL, no flags: stays zero
 	si      [128]byte
@@ -415,9 +418,18 @@ func subSupervise(s *forkSpec) {
 		// left: the daemon's wait ends then, without waiting for its ack
 		// (which only lets the zombie be reaped).
 		if exited || dying {
-			if killChildren(s, exited && !reaped) == 0 && exited && !done {
-				sendReport(s, repDone, 0)
-				done = true
+			for killChildren(s, exited && !reaped) == 0 {
+				if s.seen == 0 {
+					if exited && !done {
+						sendReport(s, repDone, 0)
+						done = true
+					}
+					break
+				}
+				// Every child the pass listed is reaped, but a child
+				// that died during the pass handed its own children
+				// to this process after the list was read: only a
+				// list with nothing in it says the tree is gone.
 			}
 		}
 
@@ -463,8 +475,11 @@ func waitStatus(code, status int32) int32 {
 
 // killChildren SIGKILLs every child of the sub-supervisor but a leader
 // that has exited and is not reaped yet (skipLeader), reaps those already
-// gone, and returns how many are left. A child's pid is ours until we reap
-// it, so it cannot have been reused; killing a zombie is harmless.
+// gone, and returns how many are left; s.seen is how many it listed. A
+// child's pid is ours until we reap it, so it cannot have been reused;
+// killing a zombie is harmless. A pass that left none but listed some is
+// not the end: a child that died during it may have handed this process
+// children of its own after the list was read.
 //
 //go:nosplit
 //go:norace
@@ -478,6 +493,7 @@ func killChildren(s *forkSpec, skipLeader bool) int {
 		digits    bool
 		left      int
 	)
+	s.seen = 0
 	if s.flags&forkNoChildrenFile != 0 {
 		return killChildrenScan(s, skipLeader)
 	}
@@ -493,6 +509,10 @@ func killChildren(s *forkSpec, skipLeader bool) int {
 		}
 		if e != 0 || r1 == 0 || r1 > unsafe.Sizeof(s.buf) {
 			break
+		}
+		if s.flags&forkSlowKill != 0 {
+			s.pause[0], s.pause[1] = 0, 50*1000*1000
+			syscall.RawSyscall6(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&s.pause)), 0, 0, 0, 0, 0)
 		}
 		for i = 0; i < r1; i++ {
 			c = *at(&s.buf[0], i)
@@ -520,18 +540,21 @@ func killChildren(s *forkSpec, skipLeader bool) int {
 // wait for it for ever (a sub-supervisor left polling every 20 ms after
 // its supervisor died, when the leader died between this kill and a
 // WNOHANG wait). With skipLeader, an exited leader waiting for the
-// daemon's ack is not even signalled. It returns how many are left (0 or 1).
+// daemon's ack is not even signalled, nor counted in s.seen. It returns how
+// many are left (0 or 1).
 //
 //go:nosplit
 //go:norace
 //go:nocheckptr
 func killOne(s *forkSpec, pid int32, skipLeader bool) int {
 	if pid != s.leader {
+		s.seen++
 		return killChild(pid)
 	}
 	if skipLeader {
 		return 0
 	}
+	s.seen++
 	syscall.RawSyscall6(syscall.SYS_KILL, uintptr(pid), uintptr(syscall.SIGKILL), 0, 0, 0, 0)
 	return 1
 }

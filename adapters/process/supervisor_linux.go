@@ -58,6 +58,9 @@ type Supervisor struct {
 	// scanProc makes sub-supervisors find their children by scanning
 	// /proc, as they do where the kernel has no children files (tests).
 	scanProc bool
+	// slowKill makes sub-supervisors pause 50 ms between reading their
+	// children and killing them, so a child can die in between (tests).
+	slowKill bool
 
 	// Protect, when set, is told the pid of each supervisor process
 	// started, and the release it returns is called once that process has
@@ -327,6 +330,9 @@ func (s *Supervisor) spawn(ctx context.Context, l *launch) (*tree, error) {
 	}
 	if s.scanProc {
 		r.flags |= forkNoChildrenFile
+	}
+	if s.slowKill {
+		r.flags |= forkSlowKill
 	}
 	body, err := r.encode()
 	if err != nil {

@@ -551,3 +551,37 @@ func sleepersOf(arg string) []int {
 	}
 	return out
 }
+
+// The leader and a child of its group die of the same SIGTERM, the child
+// a moment later, and that child has a setsid child of its own. The
+// sub-supervisor lists its children (the leader's zombie, the dying
+// child), and the dying child hands it its orphan only as it exits; a kill
+// pass that then reaped the child and counted nothing left reported the
+// tree gone, and Wait returned with the orphan alive (seen once in a full
+// run of the suite, under load). slowKill pauses each pass between its
+// list and its kills, so the child mostly dies in between here.
+func TestSupervisorOrphanOfAChildDyingWithTheLeader(t *testing.T) {
+	sup := ownSupervisor(t)
+	sup.slowKill = true
+	s := &Starter{BaseEnv: os.Environ(), Supervisor: sup}
+	// The child: TERM runs its handler a moment later (the trap waits for
+	// its sleep 0.02 to end), then it exits; its setsid child stays.
+	script := `(trap 'exit 0' TERM; setsid sleep 300 >/dev/null 2>&1 & echo $!; while :; do sleep 0.02; done) & exec sleep 300`
+	for i := range 10 {
+		p, err := s.Start(context.Background(), domain.ProcessSpec{Command: "sh", Args: []string{"-c", script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		esc := firstPID(t, p.IO().Stdout)
+		escaped(t, esc, p.PID())
+		if err := p.Signal(domain.SignalTerm); err != nil {
+			t.Fatal(err)
+		}
+		waitWithin(t, p, 10*time.Second)
+		p.IO().Stdout.Close()
+		if alive(esc) {
+			_ = syscall.Kill(esc, syscall.SIGKILL)
+			t.Fatalf("tree %d: the orphan %d of a child that died with the leader is alive after Wait returned", i, esc)
+		}
+	}
+}
