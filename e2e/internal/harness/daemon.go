@@ -84,6 +84,7 @@ var listeningURL = regexp.MustCompile(`sandbox-agent listening.*?(?:url=|"url":"
 // is stopped with SIGTERM at cleanup; its logs are shown on failure.
 func Start(t testing.TB, o Options) *Daemon {
 	t.Helper()
+	watchSources()
 	home := o.Home
 	if home == "" {
 		home = t.TempDir()
