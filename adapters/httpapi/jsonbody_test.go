@@ -103,3 +103,16 @@ func TestJSONBodyMiddleware(t *testing.T) {
 		t.Fatalf("over the budget: %d %s", resp.StatusCode, b)
 	}
 }
+
+// Media types are case-insensitive (RFC 9110 section 8.3.1): a JSON body
+// sent as Application/JSON is decoded like application/json, as the
+// browser guard and the config routes already read it.
+func TestJSONMediaTypeCaseInsensitive(t *testing.T) {
+	srv, _ := agentsServer(t)
+	for _, ct := range []string{"Application/JSON", "APPLICATION/JSON; charset=UTF-8"} {
+		resp, body := doHTTP(t, "POST", srv.URL+"/v1/agents/mock/install", `{}`, map[string]string{"Content-Type": ct})
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", ct, resp.StatusCode, body)
+		}
+	}
+}

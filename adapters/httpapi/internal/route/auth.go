@@ -223,6 +223,10 @@ func checkJSONBody(r *http.Request, op *huma.Operation) error {
 		return nil
 	}
 	if IsMediaType(r.Header.Get("Content-Type"), "application/json") {
+		// Media types are case-insensitive (RFC 9110 section 8.3.1);
+		// huma looks its decoder up by the exact lower-case name, and
+		// refused "Application/JSON" with 415.
+		r.Header.Set("Content-Type", "application/json")
 		return nil
 	}
 	return domain.UnsupportedMedia("expected Content-Type: application/json")
