@@ -721,3 +721,44 @@ func TestFaultHardLinkAmplification(t *testing.T) {
 	}
 	t.Logf("hard-link attack: %d-byte tar, 200 links to a 512 KiB file: %d, peak RSS %d KiB, disk used %d KiB", buf.Len(), st, peakRSS(t, d), used>>10)
 }
+
+// TestFaultPutNonRegular: a PUT replaces a regular file, never a FIFO, a
+// socket or a device sitting at the path, named or behind a link. It was
+// a 200: the temporary file was renamed over it, so a PUT to /dev/null
+// (the daemon runs as root in a sandbox) put a regular file in place of
+// the device, and every process on the box then wrote into that file.
+// The device here is the test's own (mknod, root only), never the host's.
+func TestFaultPutNonRegular(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{})
+	dir := filepath.Join(d.Home, "odd")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("fifo", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{fifo, filepath.Join(dir, "link")}
+	null := filepath.Join(dir, "null")
+	if syscall.Mknod(null, syscall.S_IFCHR|0o666, 1<<8|3) == nil { // major 1, minor 3: a null device
+		paths = append(paths, null)
+	}
+	for _, p := range paths {
+		st, h, b := d.Do("PUT", "/v1/fs/file?path="+q(p), []byte("x"))
+		if problemOf(t, st, h, b); st != 400 || !strings.Contains(string(b), "path is not a file") {
+			t.Errorf("PUT %s: %d %s", p, st, b)
+		}
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		t.Errorf("FIFO replaced: %v %v", fi, err)
+	}
+	if len(paths) == 3 {
+		if fi, err := os.Lstat(null); err != nil || fi.Mode()&fs.ModeCharDevice == 0 {
+			t.Errorf("device replaced: %v %v", fi, err)
+		}
+	}
+}

@@ -149,7 +149,8 @@ func (f *Files) Open(ctx context.Context, p string) (afero.File, fs.FileInfo, er
 // bytes go to a temporary file in the target's directory that is renamed
 // over the target once complete; a failed or aborted upload leaves the old
 // file as it was. A link at p is followed, so the file it names is replaced
-// and the link kept. Errors from body are returned unchanged when they are
+// and the link kept; only a regular file is replaced (a FIFO, socket or
+// device at p is 400). Errors from body are returned unchanged when they are
 // domain errors (the HTTP adapter's size limit), else as invalid_request.
 // size is the body's declared length (-1 unknown): a body that would leave
 // less than MinFree free is refused before a byte is written, and the free
@@ -173,7 +174,9 @@ func (f *Files) Write(ctx context.Context, p string, body io.Reader, size int64)
 	}
 	perm := fs.FileMode(0o644)
 	if fi, err := f.Fs.Stat(real); err == nil {
-		if fi.IsDir() {
+		// Only a regular file is replaced: the rename would put a file
+		// where a FIFO, a socket or a device (/dev/null) was.
+		if !fi.Mode().IsRegular() {
 			return domain.FSWrite{}, domain.InvalidRequest("path is not a file: %s", target)
 		}
 		perm = fi.Mode().Perm()
