@@ -722,9 +722,10 @@ func TestFaultHardLinkAmplification(t *testing.T) {
 	t.Logf("hard-link attack: %d-byte tar, 200 links to a 512 KiB file: %d, peak RSS %d KiB, disk used %d KiB", buf.Len(), st, peakRSS(t, d), used>>10)
 }
 
-// TestFaultPutNonRegular: a PUT replaces a regular file, never a FIFO, a
-// socket or a device sitting at the path, named or behind a link. It was
-// a 200: the temporary file was renamed over it, so a PUT to /dev/null
+// TestFaultPutNonRegular: a PUT or an upload-batch replaces a regular file,
+// never a FIFO, a socket or a device sitting at the path (for a PUT, named
+// or behind a link). It was a 200: the new file was renamed over it, so a
+// PUT to /dev/null
 // (the daemon runs as root in a sandbox) put a regular file in place of
 // the device, and every process on the box then wrote into that file.
 // The device here is the test's own (mknod, root only), never the host's.
@@ -751,6 +752,18 @@ func TestFaultPutNonRegular(t *testing.T) {
 		st, h, b := d.Do("PUT", "/v1/fs/file?path="+q(p), []byte("x"))
 		if problemOf(t, st, h, b); st != 400 || !strings.Contains(string(b), "path is not a file") {
 			t.Errorf("PUT %s: %d %s", p, st, b)
+		}
+	}
+	// An upload-batch entry of that name is refused the same way, and
+	// the upload is all or nothing.
+	for _, name := range []string{"fifo", "null"}[:len(paths)-1] {
+		tb := tarball(t, [3]string{"fresh", "new", ""}, [3]string{name, "data", ""})
+		st, h, b := d.Do("POST", "/v1/fs/upload-batch?path="+q(dir), tb, "Content-Type", "application/x-tar")
+		if problemOf(t, st, h, b); st != 400 || !strings.Contains(string(b), "a FIFO, socket or device of that name exists") {
+			t.Errorf("upload-batch over %s: %d %s", name, st, b)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "fresh")); !os.IsNotExist(err) {
+			t.Errorf("upload-batch over %s: fresh: %v", name, err)
 		}
 	}
 	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
