@@ -194,7 +194,13 @@ func setEntry[T json.Marshaler](s *ConfigStore, dir, name string, v *T, cf confi
 	} else {
 		entries[name] = *v
 	}
-	return writeConfig(s.Fs, p, domain.EncodeConfigFile(entries))
+	b := domain.EncodeConfigFile(entries)
+	if int64(len(b)) > maxConfigBytes {
+		// Written, it could never be read again: every route of the
+		// directory, a DELETE that would shrink it included, would 400.
+		return domain.TooLarge(maxConfigBytes, "the config file would be larger than %d bytes: %s", int64(maxConfigBytes), p)
+	}
+	return writeConfig(s.Fs, p, b)
 }
 
 // check refuses a config file whose directory (the one the client named,
@@ -243,7 +249,8 @@ func readConfig[T json.Marshaler](fsys afero.Fs, secrets ports.Secrets, p string
 	return entries, nil
 }
 
-// maxConfigBytes bounds a config file read into memory.
+// maxConfigBytes bounds a config file read into memory, and one written
+// (past it, a PUT is 413).
 const maxConfigBytes = 16 << 20
 
 // readRegular reads a regular file of at most max bytes, opened without
