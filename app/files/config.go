@@ -249,6 +249,22 @@ func readConfig[T json.Marshaler](fsys afero.Fs, secrets ports.Secrets, p string
 	return entries, nil
 }
 
+// FileSize is the size of dir's config file named file ("mcp.json",
+// "skills.json") now, at most maxConfigBytes; 0 when there is none or it
+// cannot be told. Reading one costs several times its size (the HTTP
+// adapter charges that to the in-flight budget before the read).
+func (s *ConfigStore) FileSize(dir, file string) int64 {
+	p, err := s.path(dir, "-", "", file)
+	if err != nil {
+		return 0
+	}
+	fi, err := s.Fs.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	return min(fi.Size(), maxConfigBytes)
+}
+
 // maxConfigBytes bounds a config file read into memory, and one written
 // (past it, a PUT is 413).
 const maxConfigBytes = 16 << 20
