@@ -47,6 +47,12 @@ type fsMoveInput struct {
 	}
 }
 
+// listingEntryCost is what one entry of a listing holds until it is
+// answered (the entry, its JSON and the buffer it is written from),
+// measured at about 1.5 KiB: charged to the in-flight budget, so slow
+// readers of a large directory wait (503) instead of each holding it.
+const listingEntryCost = 1536
+
 type fsEntriesOutput struct {
 	Body []domain.FSEntry
 }
@@ -78,15 +84,17 @@ func registerFS(api huma.API, cfg *Config) {
 		Summary:     "List a directory",
 		Description: "Entries are not followed through symbolic links (lstat): a link keeps the reference's `entryType` (`file`) and adds `symlink: true`. `path` defaults to the home directory.",
 		Tags:        fsTags, Security: route.Bearer,
-	}, route.OnPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
+	}, route.OnPath(domain.ActionFSRead), route.WithHeaders(func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
 		p := in.Path
 		p = cmp.Or(p, ".")
-		entries, err := files.Entries(ctx, p)
+		entries, err := files.Entries(ctx, p, func(n int) error {
+			return route.Hold(ctx, listingEntryCost*int64(n))
+		})
 		if err != nil {
 			return nil, err
 		}
 		return &fsEntriesOutput{Body: entries}, nil
-	})
+	}))
 
 	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",

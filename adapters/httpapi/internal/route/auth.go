@@ -226,7 +226,9 @@ func Hold(ctx context.Context, n int64) error {
 	if h == nil || h.budget == nil || n <= 0 {
 		return nil
 	}
-	n = min(n, h.budget.Max()/2)
+	if n = min(n, h.budget.Max()/2-h.n); n <= 0 {
+		return nil
+	}
 	if !h.budget.Take(n) {
 		return h.budget.Overloaded()
 	}
