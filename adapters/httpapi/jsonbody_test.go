@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -162,5 +165,59 @@ func BenchmarkJSONBodyWrongTypes(b *testing.B) {
 		if w.Code != 422 {
 			b.Fatalf("%d %.300s", w.Code, w.Body)
 		}
+	}
+}
+
+// The buffered logs of a process (up to maxLogBytesPerProcess, 10 MiB by
+// default, base64 in JSON) are held whole while answered: charged to the
+// in-flight budget until answered, so slow readers wait (503) instead of
+// each holding a copy: twenty clients not reading the logs of a process
+// that wrote 9 MB held 700 MB.
+func TestProcessLogsCharged(t *testing.T) {
+	out := strings.Repeat("x", 300<<10)
+	svc := processes.New(&porttest.FakeStarter{Program: func(_ domain.ProcessSpec, p *porttest.FakeUserProcess) {
+		_, _ = io.WriteString(p.Out, out)
+		p.Exit(porttest.ExitCode(0))
+	}}, processes.Options{})
+	cfg := Config{Processes: svc, InflightBytes: 1 << 20}
+	cfg.fill()
+	srv := httptest.NewServer(New(cfg))
+	defer srv.Close()
+	info, err := svc.Create(context.Background(), domain.ProcessCreateRequest{Command: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read to the end: the process has exited and all it wrote is logged.
+	f, err := svc.Follow(context.Background(), info.ID, domain.ProcessLogsStream("combined"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, _, err = f.Next(time.Minute)
+	}
+	f.Close()
+	if !errors.Is(err, processes.ErrEnded) {
+		t.Fatal(err)
+	}
+	budget := cfg.env.Budget
+	if !budget.Take(600 << 10) {
+		t.Fatal("take")
+	}
+	logs := "/v1/processes/" + info.ID + "/logs"
+	if resp, body := doHTTP(t, "GET", srv.URL+logs, "", nil); resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("with the budget half spent: %d %.200s", resp.StatusCode, body)
+	}
+	budget.Give(600 << 10)
+	// Written entry by entry, the answer is what json.Marshal makes.
+	want, err := svc.Logs(info.ID, processes.LogQuery{Stream: "combined", Encoding: "base64"})
+	if err != nil || len(want.Entries) == 0 {
+		t.Fatal(want, err)
+	}
+	wantJSON, _ := json.Marshal(want)
+	if resp, body := doHTTP(t, "GET", srv.URL+logs, "", nil); resp.StatusCode != 200 || string(body) != string(wantJSON) {
+		t.Errorf("logs: %d %.200s\nwant %.200s", resp.StatusCode, body, wantJSON)
+	}
+	if u := budget.Used(); u != 0 {
+		t.Errorf("%d bytes still charged after the answer", u)
 	}
 }
