@@ -211,7 +211,7 @@ func registerFS(api huma.API, cfg *Config) {
 		Tags:        fsTags, Security: route.Bearer,
 		RequestBody: route.RawBody("application/x-tar"),
 	}, route.OnPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
-		if !strings.HasPrefix(strings.TrimSpace(in.Request().Header.Get("Content-Type")), "application/x-tar") {
+		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(in.Request().Header.Get("Content-Type"))), "application/x-tar") {
 			return nil, route.Invalid("content-type must be application/x-tar")
 		}
 		body, err := route.LimitBody(in.Request(), cfg.MaxUpload)

@@ -207,6 +207,9 @@ func fsRouteCases(t *testing.T) []fsRouteCase {
 		{name: "stat missing", call: fsCall{method: "GET", target: "/v1/fs/stat?path=nope"}, status: 404, want: "path not found"},
 		{name: "upload", call: fsCall{method: "POST", target: "/v1/fs/upload-batch?path=up", body: tarOf(t, map[string]string{"x/y.txt": "y"}), headers: tarCT},
 			status: 200, want: `{"paths":["HOME/up/x/y.txt"],"truncated":false}`},
+		// Media types are case-insensitive (RFC 9110 section 8.3.1).
+		{name: "upload type in capitals", call: fsCall{method: "POST", target: "/v1/fs/upload-batch?path=up", body: tarOf(t, map[string]string{"x/y.txt": "y"}),
+			headers: map[string]string{"Content-Type": "Application/X-Tar"}}, status: 200, want: `{"paths":["HOME/up/x/y.txt"],"truncated":false}`},
 		{name: "upload wrong type", call: fsCall{method: "POST", target: "/v1/fs/upload-batch", body: tarOf(t, nil),
 			headers: map[string]string{"Content-Type": "application/zip"}}, status: 400,
 			want: "content-type must be application/x-tar"},
