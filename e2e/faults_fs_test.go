@@ -775,3 +775,29 @@ func TestFaultPutNonRegular(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultFSProcFiles: files of /proc report a size of 0 and cannot seek
+// to their end, which http.ServeContent needs: GET /v1/fs/file of
+// /proc/version was a text/plain 500 "seeker can't seek". Such a file is
+// streamed whole (200, no ranges), as a read of it would give it.
+func TestFaultFSProcFiles(t *testing.T) {
+	t.Parallel()
+	want, err := os.ReadFile("/proc/version")
+	if err != nil || len(want) == 0 {
+		t.Skip("no /proc/version:", err)
+	}
+	d := harness.Start(t, harness.Options{})
+	for _, rng := range []string{"", "bytes=0-3"} {
+		var h []string
+		if rng != "" {
+			h = []string{"Range", rng}
+		}
+		st, hd, b := d.Do("GET", "/v1/fs/file?path=/proc/version", nil, h...)
+		if st != 200 || string(b) != string(want) || hd.Get("Content-Type") != "application/octet-stream" {
+			t.Errorf("GET /proc/version (Range %q): %d %q %q", rng, st, hd.Get("Content-Type"), b)
+		}
+	}
+	if st, _, b := d.Do("HEAD", "/v1/fs/file?path=/proc/version", nil); st != 200 || len(b) != 0 {
+		t.Errorf("HEAD /proc/version: %d %q", st, b)
+	}
+}

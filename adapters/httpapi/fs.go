@@ -116,6 +116,18 @@ func registerFS(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer file.Close()
 			r, w := route.Unwrap(hctx)
+			if fi.Size() == 0 && !seekable(file) {
+				// A /proc file: size 0, no seeking to its end, which
+				// ServeContent needs (it answered a text/plain 500).
+				// Streamed whole, without ranges, as a read gives it.
+				w.Header().Set("Content-Type", "application/octet-stream")
+				w.Header().Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+				w.WriteHeader(http.StatusOK)
+				if r.Method != http.MethodHead {
+					_, _ = io.Copy(w, file)
+				}
+				return
+			}
 			if rng := r.Header.Values("Range"); len(rng) > 0 {
 				// Judged by RFC 9110 before ServeContent sees it
 				// (ranges.go); two Range fields are not one valid value.
@@ -252,6 +264,16 @@ func describeMove(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
 const moveBodyLimit = 1 << 20
 
 var binarySchema = &huma.Schema{Type: "string", Format: "binary"}
+
+// seekable reports whether f can seek to its end (and puts it back at its
+// start); files of /proc cannot.
+func seekable(f io.Seeker) bool {
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return false
+	}
+	_, err := f.Seek(0, io.SeekStart)
+	return err == nil
+}
 
 // requirePath answers a missing path with 400, as for any malformed query;
 // huma's own check would answer 422.
