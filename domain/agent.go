@@ -1,6 +1,9 @@
 package domain
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Capabilities are the feature flags the reference reports per agent. The
 // field order is the reference's key order, which clients may rely on.
@@ -94,6 +97,47 @@ type InstallOptions struct {
 	AgentVersion string `json:"agentVersion,omitempty"`
 	// AgentProcessVersion pins the ACP adapter package.
 	AgentProcessVersion string `json:"agentProcessVersion,omitempty"`
+}
+
+// Validate refuses versions that are not plain versions: AgentVersion
+// goes into the native download URL's path, AgentProcessVersion into an
+// npm spec ("name@VERSION"), where "npm:other", "file:…", "github:u/r",
+// "u/r", a URL or a path would install another package, and "../" would
+// walk out of the vendor's release path: agent.install would be any code.
+// A version, an npm range or a tag is letters, digits and . - + _ (a range
+// also ^ ~ < > = | * and spaces), at most 128 bytes, with no "..".
+func (o InstallOptions) Validate() error {
+	if !plainVersion(o.AgentVersion, "") {
+		return InvalidRequest("agentVersion %q is not a version (letters, digits, '.', '-', '+', '_')", truncateForMessage(o.AgentVersion))
+	}
+	if !plainVersion(o.AgentProcessVersion, "^~<>=|* ") {
+		return InvalidRequest("agentProcessVersion %q is not a version or an npm range (letters, digits, '.', '-', '+', '_', '^', '~', '<', '>', '=', '|', '*', spaces)", truncateForMessage(o.AgentProcessVersion))
+	}
+	return nil
+}
+
+// plainVersion: empty, or at most 128 bytes of letters, digits, ._+-
+// and extra, with no "..".
+func plainVersion(v, extra string) bool {
+	if len(v) > 128 || strings.Contains(v, "..") {
+		return false
+	}
+	for _, c := range v {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("._+-"+extra, c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// truncateForMessage keeps a refused value's message short.
+func truncateForMessage(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "…"
+	}
+	return v
 }
 
 // InstalledPackage is what an npm install into a prefix produced.

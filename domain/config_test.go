@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -234,4 +235,46 @@ func FuzzParseSkillsConfig(f *testing.F) {
 			t.Fatalf("not stable: %s vs %s", out, out2)
 		}
 	})
+}
+
+// decodeStrings slices plain strings out as they are and leaves escapes
+// and invalid UTF-8 to encoding/json: both ways give what encoding/json
+// gives, and a wrong element is named.
+func TestDecodeStringsAsEncodingJSON(t *testing.T) {
+	raw := []byte(`["plain", "esc\"aped\n", "\u00e9t\u00e9", "bad` + "\xff" + `utf8", "", "unicode é"]`)
+	got, err := decodeStrings("args", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for raw, msg := range map[string]string{
+		`["a", null]`:   "args[1]: invalid type: null, expected a string",
+		`["a", "b", 3]`: "args[2]: invalid type: number, expected a string",
+		`"a"`:           "args: invalid type: string, expected an array of strings",
+	} {
+		if _, err := decodeStrings("args", []byte(raw)); err == nil || err.Error() != msg {
+			t.Errorf("%s: %v, want %s", raw, err, msg)
+		}
+	}
+	if got, err := decodeStrings("args", []byte(`[]`)); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("[]: %#v %v", got, err)
+	}
+}
+
+// BenchmarkParseConfigFileManyArgs reads a 4 MiB config file of one-letter
+// args, the worst a config file holds per byte.
+func BenchmarkParseConfigFileManyArgs(b *testing.B) {
+	doc := `{"e":{"type":"local","command":"x","args":[` + strings.Repeat(`"a",`, 1<<20) + `"a"]}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseConfigFile([]byte(doc), ParseMCPServerConfig); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

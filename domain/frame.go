@@ -219,6 +219,29 @@ func eachMember(b []byte, fn func(key, val []byte) error) error {
 // the JSON bodies it decodes with encoding/json by the same walk.
 func EachMember(b []byte, fn func(key, val []byte) error) error { return eachMember(b, fn) }
 
+// EachElement calls fn with each raw element of the JSON array b, which
+// must be valid JSON and start with '[', in order; it stops at fn's first
+// error and returns it. Like EachMember it allocates nothing per element.
+func EachElement(b []byte, fn func(val []byte) error) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil
+	}
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] != ']' {
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+			continue
+		}
+		end := skipValue(b, i)
+		if err := fn(b[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(b, end)
+	}
+	return nil
+}
+
 // walkObject walks the members of the object starting at b[i] (b is valid
 // JSON), calling fn with each key (unescaped) and the index of its value;
 // fn returns the index just past the value (it may walk the value itself

@@ -509,3 +509,23 @@ func FuzzCanonicalID(f *testing.F) {
 		}
 	})
 }
+
+func TestEachElement(t *testing.T) {
+	var got []string
+	err := EachElement([]byte(` [ 1 , "a,]" ,{"x":[1,2]}, [ ] ,null,"\"]"]`), func(v []byte) error {
+		got = append(got, string(v))
+		return nil
+	})
+	want := []string{`1`, `"a,]"`, `{"x":[1,2]}`, `[ ]`, `null`, `"\"]"`}
+	if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("got %q %v, want %q", got, err, want)
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := EachElement([]byte(`[1,2,3]`), func([]byte) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("stop: %v after %d", err, n)
+	}
+	if err := EachElement([]byte(`[]`), func([]byte) error { t.Error("called"); return nil }); err != nil {
+		t.Error(err)
+	}
+}

@@ -721,3 +721,83 @@ func TestFaultHardLinkAmplification(t *testing.T) {
 	}
 	t.Logf("hard-link attack: %d-byte tar, 200 links to a 512 KiB file: %d, peak RSS %d KiB, disk used %d KiB", buf.Len(), st, peakRSS(t, d), used>>10)
 }
+
+// TestFaultPutNonRegular: a PUT or an upload-batch replaces a regular file,
+// never a FIFO, a socket or a device sitting at the path (for a PUT, named
+// or behind a link). It was a 200: the new file was renamed over it, so a
+// PUT to /dev/null
+// (the daemon runs as root in a sandbox) put a regular file in place of
+// the device, and every process on the box then wrote into that file.
+// The device here is the test's own (mknod, root only), never the host's.
+func TestFaultPutNonRegular(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{})
+	dir := filepath.Join(d.Home, "odd")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("fifo", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{fifo, filepath.Join(dir, "link")}
+	null := filepath.Join(dir, "null")
+	if syscall.Mknod(null, syscall.S_IFCHR|0o666, 1<<8|3) == nil { // major 1, minor 3: a null device
+		paths = append(paths, null)
+	}
+	for _, p := range paths {
+		st, h, b := d.Do("PUT", "/v1/fs/file?path="+q(p), []byte("x"))
+		if problemOf(t, st, h, b); st != 400 || !strings.Contains(string(b), "path is not a file") {
+			t.Errorf("PUT %s: %d %s", p, st, b)
+		}
+	}
+	// An upload-batch entry of that name is refused the same way, and
+	// the upload is all or nothing.
+	for _, name := range []string{"fifo", "null"}[:len(paths)-1] {
+		tb := tarball(t, [3]string{"fresh", "new", ""}, [3]string{name, "data", ""})
+		st, h, b := d.Do("POST", "/v1/fs/upload-batch?path="+q(dir), tb, "Content-Type", "application/x-tar")
+		if problemOf(t, st, h, b); st != 400 || !strings.Contains(string(b), "a FIFO, socket or device of that name exists") {
+			t.Errorf("upload-batch over %s: %d %s", name, st, b)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "fresh")); !os.IsNotExist(err) {
+			t.Errorf("upload-batch over %s: fresh: %v", name, err)
+		}
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		t.Errorf("FIFO replaced: %v %v", fi, err)
+	}
+	if len(paths) == 3 {
+		if fi, err := os.Lstat(null); err != nil || fi.Mode()&fs.ModeCharDevice == 0 {
+			t.Errorf("device replaced: %v %v", fi, err)
+		}
+	}
+}
+
+// TestFaultFSProcFiles: files of /proc report a size of 0 and cannot seek
+// to their end, which http.ServeContent needs: GET /v1/fs/file of
+// /proc/version was a text/plain 500 "seeker can't seek". Such a file is
+// streamed whole (200, no ranges), as a read of it would give it.
+func TestFaultFSProcFiles(t *testing.T) {
+	t.Parallel()
+	want, err := os.ReadFile("/proc/version")
+	if err != nil || len(want) == 0 {
+		t.Skip("no /proc/version:", err)
+	}
+	d := harness.Start(t, harness.Options{})
+	for _, rng := range []string{"", "bytes=0-3"} {
+		var h []string
+		if rng != "" {
+			h = []string{"Range", rng}
+		}
+		st, hd, b := d.Do("GET", "/v1/fs/file?path=/proc/version", nil, h...)
+		if st != 200 || string(b) != string(want) || hd.Get("Content-Type") != "application/octet-stream" {
+			t.Errorf("GET /proc/version (Range %q): %d %q %q", rng, st, hd.Get("Content-Type"), b)
+		}
+	}
+	if st, _, b := d.Do("HEAD", "/v1/fs/file?path=/proc/version", nil); st != 200 || len(b) != 0 {
+		t.Errorf("HEAD /proc/version: %d %q", st, b)
+	}
+}

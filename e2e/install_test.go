@@ -397,3 +397,43 @@ func TestInstallCLI(t *testing.T) {
 		t.Fatalf("api agents get nobody: %v\n%s", err, errOut)
 	}
 }
+
+// TestInstallVersionsArePlain: agentVersion and agentProcessVersion are
+// versions (or npm ranges and tags), never another package source. They
+// went into the npm spec as given ("name@npm:other", "name@file:/x",
+// "name@github:u/r", "name@https://…") and into the native download URL
+// ("../../other-bucket/x" walks out of the vendor's release path), so a
+// token allowed agent.install, and not process.run, could have the daemon
+// install and run any code. 400 now, before anything is fetched.
+func TestInstallVersionsArePlain(t *testing.T) {
+	t.Parallel()
+	dead := deadNPMRegistry(t)
+	d := harness.Start(t, harness.Options{Env: []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + dead + "registry.json"}})
+	for _, body := range []string{
+		`{"agentProcessVersion":"npm:evil@1.0.0"}`,
+		`{"agentProcessVersion":"file:/tmp/evil.tgz"}`,
+		`{"agentProcessVersion":"github:attacker/repo"}`,
+		`{"agentProcessVersion":"attacker/repo"}`,
+		`{"agentProcessVersion":"https://attacker.example/evil.tgz"}`,
+		`{"agentProcessVersion":"../evil"}`,
+		`{"agentVersion":"../../../other-bucket/x"}`,
+		`{"agentVersion":"1.0.0?x=1"}`,
+		`{"agentVersion":"1.0.0#x"}`,
+		`{"agentVersion":"1.0.0/../../x"}`,
+		`{"agentVersion":"` + strings.Repeat("1", 200) + `"}`,
+	} {
+		for _, agent := range []string{"claude", "mock"} {
+			st, h, b := d.Do(http.MethodPost, "/v1/agents/"+agent+"/install", []byte(body), "Content-Type", "application/json")
+			if problemOf(t, st, h, b); st != 400 || !strings.Contains(string(b), "not a version") {
+				t.Errorf("%s %s: %d %s", agent, body, st, b)
+			}
+		}
+	}
+	// Versions, ranges and tags stay fine (mock needs no install).
+	for _, body := range []string{`{"agentProcessVersion":"1.2.3"}`, `{"agentProcessVersion":"^1.2.0-beta.1+build.5"}`,
+		`{"agentProcessVersion":">=1.0.0 <2"}`, `{"agentProcessVersion":"latest"}`, `{"agentVersion":"v2.0.14"}`} {
+		if st, _, b := d.Do(http.MethodPost, "/v1/agents/mock/install", []byte(body), "Content-Type", "application/json"); st != 200 {
+			t.Errorf("mock %s: %d %s", body, st, b)
+		}
+	}
+}

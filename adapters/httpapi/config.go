@@ -79,7 +79,15 @@ type configKind[T, B any] struct {
 	get    func(ctx context.Context, dir, name string) (T, error)
 	set    func(ctx context.Context, dir, name string, v T) error
 	del    func(ctx context.Context, dir, name string) error
+	size   func(dir, file string) int64
 }
+
+// configReadCost is how many times its size reading a config file holds
+// (the file, the entries decoded, the file written back or the entry
+// answered): charged to the in-flight budget until the request is answered,
+// so concurrent requests on large config files wait (503) instead of
+// holding hundreds of megabytes each.
+const configReadCost = 12
 
 func registerConfig(api huma.API, cfg *Config) {
 	store := cfg.Config
@@ -89,14 +97,14 @@ func registerConfig(api huma.API, cfg *Config) {
 		schema: mcpServerConfigSchema,
 		body:   func(c domain.MCPServerConfig) mcpConfigBody { return mcpConfigBody{c} },
 		parse:  domain.ParseMCPServerConfig,
-		check:  store.CheckMCP, get: store.MCP, set: store.SetMCP, del: store.DeleteMCP,
+		check:  store.CheckMCP, get: store.MCP, set: store.SetMCP, del: store.DeleteMCP, size: store.FileSize,
 	})
 	registerConfigKind[skillsConfigInput](api, cfg, configKind[domain.SkillsConfig, skillsConfigBody]{
 		name: "skills", noun: "skills", file: "skills.json",
 		schema: skillsConfigSchema,
 		body:   func(c domain.SkillsConfig) skillsConfigBody { return skillsConfigBody{c} },
 		parse:  domain.ParseSkillsConfig,
-		check:  store.CheckSkills, get: store.Skills, set: store.SetSkills, del: store.DeleteSkills,
+		check:  store.CheckSkills, get: store.Skills, set: store.SetSkills, del: store.DeleteSkills, size: store.FileSize,
 	})
 	requiredInDocument(api, "directory", "/v1/config/mcp", "/v1/config/skills")
 	requiredInDocument(api, "mcpName", "/v1/config/mcp")
@@ -114,14 +122,17 @@ func registerConfigKind[I any, PI interface {
 		OperationID: "get_v1_config_" + k.name, Method: http.MethodGet, Path: path,
 		Summary: "Read one " + k.noun + " entry of a directory", Tags: configTags, Security: route.Bearer,
 		Errors: []int{http.StatusNotFound},
-	}, route.OnDirectory(domain.ActionConfigRead), func(ctx context.Context, in *I) (*configOutput[B], error) {
+	}, route.OnDirectory(domain.ActionConfigRead), route.WithHeaders(func(ctx context.Context, in *I) (*configOutput[B], error) {
 		_, dir, name := PI(in).query()
+		if err := route.Hold(ctx, configReadCost*k.size(dir, k.file)); err != nil {
+			return nil, err
+		}
 		v, err := k.get(ctx, dir, name)
 		if err != nil {
 			return nil, err
 		}
 		return &configOutput[B]{Body: k.body(v)}, nil
-	})
+	}))
 
 	route.Register(api, huma.Operation{
 		OperationID: "put_v1_config_" + k.name, Method: http.MethodPut, Path: path,
@@ -130,9 +141,12 @@ func registerConfigKind[I any, PI interface {
 		Tags:        configTags, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
 		RequestBody:   route.RawBody("application/json"),
-	}, route.OnDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
+	}, route.OnDirectory(domain.ActionConfigWrite), route.WithHeaders(func(ctx context.Context, in *I) (*struct{}, error) {
 		r, dir, name := PI(in).query()
 		if err := k.check(dir, name); err != nil {
+			return nil, err
+		}
+		if err := route.Hold(ctx, configReadCost*k.size(dir, k.file)); err != nil {
 			return nil, err
 		}
 		body, charged, err := configBody(r, cfg.env.Budget)
@@ -145,17 +159,20 @@ func registerConfigKind[I any, PI interface {
 			return nil, configParseError(err)
 		}
 		return nil, k.set(ctx, dir, name, v)
-	})
+	}))
 	route.DocumentBody(api, path, http.MethodPut, "application/json", k.schema)
 
 	route.Register(api, huma.Operation{
 		OperationID: "delete_v1_config_" + k.name, Method: http.MethodDelete, Path: path,
 		Summary: "Delete one " + k.noun + " entry of a directory (idempotent)", Tags: configTags, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
-	}, route.OnDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
+	}, route.OnDirectory(domain.ActionConfigWrite), route.WithHeaders(func(ctx context.Context, in *I) (*struct{}, error) {
 		_, dir, name := PI(in).query()
+		if err := route.Hold(ctx, configReadCost*k.size(dir, k.file)); err != nil {
+			return nil, err
+		}
 		return nil, k.del(ctx, dir, name)
-	})
+	}))
 }
 
 // configBody checks the media type and reads a config entry body, charged

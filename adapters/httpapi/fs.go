@@ -47,6 +47,12 @@ type fsMoveInput struct {
 	}
 }
 
+// listingEntryCost is what one entry of a listing holds until it is
+// answered (the entry, its JSON and the buffer it is written from),
+// measured at about 1.5 KiB: charged to the in-flight budget, so slow
+// readers of a large directory wait (503) instead of each holding it.
+const listingEntryCost = 1536
+
 type fsEntriesOutput struct {
 	Body []domain.FSEntry
 }
@@ -78,15 +84,17 @@ func registerFS(api huma.API, cfg *Config) {
 		Summary:     "List a directory",
 		Description: "Entries are not followed through symbolic links (lstat): a link keeps the reference's `entryType` (`file`) and adds `symlink: true`. `path` defaults to the home directory.",
 		Tags:        fsTags, Security: route.Bearer,
-	}, route.OnPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
+	}, route.OnPath(domain.ActionFSRead), route.WithHeaders(func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
 		p := in.Path
 		p = cmp.Or(p, ".")
-		entries, err := files.Entries(ctx, p)
+		entries, err := files.Entries(ctx, p, func(n int) error {
+			return route.Hold(ctx, listingEntryCost*int64(n))
+		})
 		if err != nil {
 			return nil, err
 		}
 		return &fsEntriesOutput{Body: entries}, nil
-	})
+	}))
 
 	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
@@ -108,6 +116,18 @@ func registerFS(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer file.Close()
 			r, w := route.Unwrap(hctx)
+			if fi.Size() == 0 && !seekable(file) {
+				// A /proc file: size 0, no seeking to its end, which
+				// ServeContent needs (it answered a text/plain 500).
+				// Streamed whole, without ranges, as a read gives it.
+				w.Header().Set("Content-Type", "application/octet-stream")
+				w.Header().Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+				w.WriteHeader(http.StatusOK)
+				if r.Method != http.MethodHead {
+					_, _ = io.Copy(w, file)
+				}
+				return
+			}
 			if rng := r.Header.Values("Range"); len(rng) > 0 {
 				// Judged by RFC 9110 before ServeContent sees it
 				// (ranges.go); two Range fields are not one valid value.
@@ -203,7 +223,7 @@ func registerFS(api huma.API, cfg *Config) {
 		Tags:        fsTags, Security: route.Bearer,
 		RequestBody: route.RawBody("application/x-tar"),
 	}, route.OnPath(domain.ActionFSWrite), func(ctx context.Context, in *fsRawInput) (*fsUploadOutput, error) {
-		if !strings.HasPrefix(strings.TrimSpace(in.Request().Header.Get("Content-Type")), "application/x-tar") {
+		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(in.Request().Header.Get("Content-Type"))), "application/x-tar") {
 			return nil, route.Invalid("content-type must be application/x-tar")
 		}
 		body, err := route.LimitBody(in.Request(), cfg.MaxUpload)
@@ -244,6 +264,16 @@ func describeMove(hctx huma.Context, c *authz.Chain, r *domain.AuthRequest) {
 const moveBodyLimit = 1 << 20
 
 var binarySchema = &huma.Schema{Type: "string", Format: "binary"}
+
+// seekable reports whether f can seek to its end (and puts it back at its
+// start); files of /proc cannot.
+func seekable(f io.Seeker) bool {
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return false
+	}
+	_, err := f.Seek(0, io.SeekStart)
+	return err == nil
+}
 
 // requirePath answers a missing path with 400, as for any malformed query;
 // huma's own check would answer 422.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -206,6 +207,9 @@ func fsRouteCases(t *testing.T) []fsRouteCase {
 		{name: "stat missing", call: fsCall{method: "GET", target: "/v1/fs/stat?path=nope"}, status: 404, want: "path not found"},
 		{name: "upload", call: fsCall{method: "POST", target: "/v1/fs/upload-batch?path=up", body: tarOf(t, map[string]string{"x/y.txt": "y"}), headers: tarCT},
 			status: 200, want: `{"paths":["HOME/up/x/y.txt"],"truncated":false}`},
+		// Media types are case-insensitive (RFC 9110 section 8.3.1).
+		{name: "upload type in capitals", call: fsCall{method: "POST", target: "/v1/fs/upload-batch?path=up", body: tarOf(t, map[string]string{"x/y.txt": "y"}),
+			headers: map[string]string{"Content-Type": "Application/X-Tar"}}, status: 200, want: `{"paths":["HOME/up/x/y.txt"],"truncated":false}`},
 		{name: "upload wrong type", call: fsCall{method: "POST", target: "/v1/fs/upload-batch", body: tarOf(t, nil),
 			headers: map[string]string{"Content-Type": "application/zip"}}, status: 400,
 			want: "content-type must be application/x-tar"},
@@ -352,5 +356,38 @@ func TestRefusedBodyNotReadAsNextRequest(t *testing.T) {
 		if r := fsDo(t, srv, fsCall{method: "GET", target: "/v1/fs/stat?path=a.txt"}); r.status != 200 {
 			t.Fatalf("next request: %d %s", r.status, r.body)
 		}
+	}
+}
+
+// A listing is held whole while it is answered (the entries, then their
+// JSON: about 1.5 KiB an entry): it is charged to the in-flight budget
+// until answered, so slow readers of a large directory wait (503) instead
+// of each holding it: twenty clients that did not read the listing of
+// 100 000 files held 1.2 GB.
+func TestFSEntriesCharged(t *testing.T) {
+	fsys := afero.NewMemMapFs()
+	for i := range 1000 {
+		if err := afero.WriteFile(fsys, fmt.Sprintf("/big/f%04d", i), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Files: &files.Files{Fs: fsys, Home: "/"}, Config: &files.ConfigStore{Fs: fsys, Base: "/"}, InflightBytes: 1 << 20}
+	cfg.fill()
+	srv := httptest.NewServer(New(cfg))
+	defer srv.Close()
+	budget := cfg.env.Budget
+	list := fsCall{method: "GET", target: "/v1/fs/entries?path=/big"}
+	if !budget.Take(600 << 10) {
+		t.Fatal("take")
+	}
+	if r := fsDo(t, srv, list); r.status != 503 || r.header.Get("Retry-After") == "" {
+		t.Errorf("with the budget half spent: %d %v %.200s", r.status, r.header, r.body)
+	}
+	budget.Give(600 << 10)
+	if r := fsDo(t, srv, list); r.status != 200 {
+		t.Errorf("list: %d %.200s", r.status, r.body)
+	}
+	if u := budget.Used(); u != 0 {
+		t.Errorf("%d bytes still charged after the answer", u)
 	}
 }

@@ -254,6 +254,9 @@ func (a *Agents) Install(ctx context.Context, agent string, opts domain.InstallO
 	if !domain.ValidAgentID(agent) {
 		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
+	if err := opts.Validate(); err != nil {
+		return domain.InstallResult{}, err
+	}
 	if r := a.resolve(agent); r.Builtin || r.Spec.Source == sourceOperator {
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
 	}

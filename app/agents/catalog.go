@@ -58,6 +58,14 @@ type Catalog struct {
 
 	mu       sync.Mutex
 	versions map[string]versionInfo // agent → probed version and path
+	probing  map[string]*probeCall  // agent → the probe in progress
+}
+
+// probeCall is a version probe in progress; the listings asking meanwhile
+// wait for its answer instead of starting agent binaries of their own.
+type probeCall struct {
+	done chan struct{}
+	v    versionInfo
 }
 
 type versionInfo struct{ version, path string }
@@ -184,17 +192,38 @@ func (c *Catalog) credentials() domain.Credentials {
 func (c *Catalog) version(ctx context.Context, r Resolution, noCache bool) versionInfo {
 	c.mu.Lock()
 	v, ok := c.versions[r.Agent]
-	c.mu.Unlock()
 	if ok && !noCache {
+		c.mu.Unlock()
 		return v
 	}
-	v = c.probe(ctx, r)
+	// One probe per agent at a time: a probe runs the agent's binary, and
+	// listings with no_cache at once would each start one.
+	if call := c.probing[r.Agent]; call != nil {
+		c.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.v
+		case <-ctx.Done():
+			return versionInfo{}
+		}
+	}
+	call := &probeCall{done: make(chan struct{})}
+	if c.probing == nil {
+		c.probing = map[string]*probeCall{}
+	}
+	c.probing[r.Agent] = call
+	c.mu.Unlock()
+	// Not cut short when this listing's client leaves: others may wait.
+	v = c.probe(context.WithoutCancel(ctx), r)
 	c.mu.Lock()
 	if c.versions == nil {
 		c.versions = map[string]versionInfo{}
 	}
 	c.versions[r.Agent] = v
+	delete(c.probing, r.Agent)
 	c.mu.Unlock()
+	call.v = v
+	close(call.done)
 	return v
 }
 

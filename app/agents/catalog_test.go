@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
 
 // newCatalogRig is a catalogue whose credential discovery answers creds
@@ -191,4 +195,47 @@ func TestCatalogGet(t *testing.T) {
 	if got[len(got)-1] != "new-agent" || got[len(got)-2] != "ops" {
 		t.Errorf("ids = %v", got)
 	}
+}
+
+// A version probe runs the agent's binary (claude --version starts a
+// runtime of 100 MB or more): listings with no_cache at once share the
+// probe in progress for an agent instead of each starting one, so a
+// reader cannot fill the box with agent processes.
+func TestCatalogProbesOncePerAgent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, r := newCatalogRig(t, nil)
+		if err := afero.WriteFile(r.fs, testDir+"/claude", []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		var running atomic.Int32
+		r.in.Commands = &porttest.FakeCommands{RunFunc: func(ctx context.Context, name string, args ...string) (domain.CommandResult, error) {
+			running.Add(1)
+			defer running.Add(-1)
+			<-release
+			return domain.CommandResult{Stdout: []byte("1.0.7 (Claude Code)\n")}, nil
+		}}
+		var wg sync.WaitGroup
+		got := make([]string, 20)
+		for i := range got {
+			wg.Go(func() {
+				info, err := c.Get(context.Background(), "claude", CatalogQuery{Config: true, NoCache: true})
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = info.Version
+			})
+		}
+		synctest.Wait() // every listing is waiting for a probe
+		if n := running.Load(); n != 1 {
+			t.Errorf("%d probes of claude at once, want 1", n)
+		}
+		close(release)
+		wg.Wait()
+		for i, v := range got {
+			if v != "1.0.7" {
+				t.Errorf("listing %d: version %q", i, v)
+			}
+		}
+	})
 }

@@ -194,7 +194,13 @@ func setEntry[T json.Marshaler](s *ConfigStore, dir, name string, v *T, cf confi
 	} else {
 		entries[name] = *v
 	}
-	return writeConfig(s.Fs, p, domain.EncodeConfigFile(entries))
+	b := domain.EncodeConfigFile(entries)
+	if int64(len(b)) > maxConfigBytes {
+		// Written, it could never be read again: every route of the
+		// directory, a DELETE that would shrink it included, would 400.
+		return domain.TooLarge(maxConfigBytes, "the config file would be larger than %d bytes: %s", int64(maxConfigBytes), p)
+	}
+	return writeConfig(s.Fs, p, b)
 }
 
 // check refuses a config file whose directory (the one the client named,
@@ -243,7 +249,24 @@ func readConfig[T json.Marshaler](fsys afero.Fs, secrets ports.Secrets, p string
 	return entries, nil
 }
 
-// maxConfigBytes bounds a config file read into memory.
+// FileSize is the size of dir's config file named file ("mcp.json",
+// "skills.json") now, at most maxConfigBytes; 0 when there is none or it
+// cannot be told. Reading one costs several times its size (the HTTP
+// adapter charges that to the in-flight budget before the read).
+func (s *ConfigStore) FileSize(dir, file string) int64 {
+	p, err := s.path(dir, "-", "", file)
+	if err != nil {
+		return 0
+	}
+	fi, err := s.Fs.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	return min(fi.Size(), maxConfigBytes)
+}
+
+// maxConfigBytes bounds a config file read into memory, and one written
+// (past it, a PUT is 413).
 const maxConfigBytes = 16 << 20
 
 // readRegular reads a regular file of at most max bytes, opened without

@@ -155,6 +155,34 @@ func TestConfigErrors(t *testing.T) {
 	wantErr(t, err, domain.KindSessionNotFound, "mcp:x")
 }
 
+// A PUT that would make the file larger than the daemon reads is refused
+// (413) and writes nothing. It was written, and from then on every GET,
+// PUT and DELETE of that directory answered 400 "config file is larger
+// than …": the API could not even delete an entry to shrink it.
+func TestConfigWriteStaysReadable(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	big := mustMCP(t, `{"type":"local","command":"c","args":["`+strings.Repeat("a", 4<<20)+`"]}`)
+	var err error
+	n := 0
+	for ; n < 20 && err == nil; n++ {
+		err = s.SetMCP(ctx, "/work/proj", fmt.Sprint("n", n), big)
+	}
+	wantErr(t, err, domain.KindPayloadTooLarge, "")
+	if e, _ := domain.AsError(err); e.LimitBytes != maxConfigBytes {
+		t.Errorf("limit %d, want %d", e.LimitBytes, maxConfigBytes)
+	}
+	if _, err := s.MCP(ctx, "/work/proj", "n0"); err != nil {
+		t.Fatalf("after the refused PUT: %v", err)
+	}
+	if _, err := s.MCP(ctx, "/work/proj", fmt.Sprint("n", n-1)); !domain.IsKind(err, domain.KindSessionNotFound) {
+		t.Fatalf("the refused entry: %v", err)
+	}
+	if err := s.DeleteMCP(ctx, "/work/proj", "n0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConfigConcurrentWrites checks that read-modify-write cycles do not
 // lose each other's entries.
 func TestConfigConcurrentWrites(t *testing.T) {

@@ -430,7 +430,8 @@ func (x *extraction) replaceable(name, rel string, h dirHandle, base string, exi
 }
 
 // checkTarget refuses an entry that could not be merged into the target:
-// a file or link where a directory is, a directory where a file is. The
+// a file or link where a directory is, a directory where a file is,
+// anything where a FIFO, socket or device is. The
 // chain is at the entry's directory.
 func (x *extraction) checkTarget(e archiveEntry, base string) error {
 	fi, err := x.chain.lookup(base, onTarget)
@@ -445,6 +446,10 @@ func (x *extraction) checkTarget(e archiveEntry, base string) error {
 		return x.entryErr(e.name, "a file of that name exists")
 	case e.kind != entryDir && fi.IsDir() && !isLink(fi):
 		return x.entryErr(e.name, "a directory of that name exists")
+	case fi.Mode().Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0:
+		// Never put a file where a FIFO or a device (/dev/null) was,
+		// as a PUT does not.
+		return x.entryErr(e.name, "a FIFO, socket or device of that name exists")
 	}
 	return nil
 }

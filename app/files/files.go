@@ -56,8 +56,10 @@ func (f *Files) Resolve(p string) (string, error) {
 }
 
 // Entries lists a directory without following links (docs/api.md: lstat), sorted
-// by name.
-func (f *Files) Entries(ctx context.Context, p string) ([]domain.FSEntry, error) {
+// by name. charge, when set, is called with the number of entries of each
+// batch read (the HTTP adapter charges them to the in-flight budget); its
+// error ends the listing.
+func (f *Files) Entries(ctx context.Context, p string, charge func(entries int) error) ([]domain.FSEntry, error) {
 	target, err := f.Resolve(p)
 	if err != nil {
 		return nil, err
@@ -77,27 +79,48 @@ func (f *Files) Entries(ctx context.Context, p string) ([]domain.FSEntry, error)
 		return nil, fsError(target, err)
 	}
 	defer dir.Close()
-	infos, err := dir.Readdir(-1)
-	if err != nil {
-		return nil, fsError(target, err)
+	var out []domain.FSEntry
+	for {
+		// In batches, each charged as it is read: a directory of a
+		// million files is refused as it grows, not once it is held.
+		infos, err := dir.Readdir(listBatch)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fsError(target, err)
+		}
+		if charge != nil && len(infos) > 0 {
+			if err := charge(len(infos)); err != nil {
+				return nil, err
+			}
+		}
+		if f.Secrets != nil {
+			infos = f.Secrets.Hide(target, infos)
+		}
+		for _, fi := range infos {
+			out = append(out, domain.FSEntry{
+				Name:      fi.Name(),
+				Path:      path.Join(target, fi.Name()),
+				EntryType: entryType(fi),
+				Size:      fi.Size(),
+				Modified:  modified(fi),
+				Symlink:   isLink(fi),
+			})
+		}
+		if err != nil || len(infos) == 0 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
-	if f.Secrets != nil {
-		infos = f.Secrets.Hide(target, infos)
-	}
-	out := make([]domain.FSEntry, 0, len(infos))
-	for _, fi := range infos {
-		out = append(out, domain.FSEntry{
-			Name:      fi.Name(),
-			Path:      path.Join(target, fi.Name()),
-			EntryType: entryType(fi),
-			Size:      fi.Size(),
-			Modified:  modified(fi),
-			Symlink:   isLink(fi),
-		})
+	if out == nil {
+		out = []domain.FSEntry{}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, ctx.Err()
 }
+
+// listBatch is how many entries a listing reads at a time.
+const listBatch = 1024
 
 // Stat describes a path, following links.
 func (f *Files) Stat(ctx context.Context, p string) (domain.FSStat, error) {
@@ -149,7 +172,8 @@ func (f *Files) Open(ctx context.Context, p string) (afero.File, fs.FileInfo, er
 // bytes go to a temporary file in the target's directory that is renamed
 // over the target once complete; a failed or aborted upload leaves the old
 // file as it was. A link at p is followed, so the file it names is replaced
-// and the link kept. Errors from body are returned unchanged when they are
+// and the link kept; only a regular file is replaced (a FIFO, socket or
+// device at p is 400). Errors from body are returned unchanged when they are
 // domain errors (the HTTP adapter's size limit), else as invalid_request.
 // size is the body's declared length (-1 unknown): a body that would leave
 // less than MinFree free is refused before a byte is written, and the free
@@ -173,7 +197,9 @@ func (f *Files) Write(ctx context.Context, p string, body io.Reader, size int64)
 	}
 	perm := fs.FileMode(0o644)
 	if fi, err := f.Fs.Stat(real); err == nil {
-		if fi.IsDir() {
+		// Only a regular file is replaced: the rename would put a file
+		// where a FIFO, a socket or a device (/dev/null) was.
+		if !fi.Mode().IsRegular() {
 			return domain.FSWrite{}, domain.InvalidRequest("path is not a file: %s", target)
 		}
 		perm = fi.Mode().Perm()

@@ -70,7 +70,7 @@ func readAll(t *testing.T, fsys afero.Fs, p string) string {
 func TestFilesEntries(t *testing.T) {
 	f := memFiles(t)
 	ctx := context.Background()
-	got, err := f.Entries(ctx, ".")
+	got, err := f.Entries(ctx, ".", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +86,12 @@ func TestFilesEntries(t *testing.T) {
 		t.Fatalf("entries = %s", s)
 	}
 
-	abs, err := f.Entries(ctx, "/home/u/dir")
+	abs, err := f.Entries(ctx, "/home/u/dir", nil)
 	if err != nil || len(abs) != 2 || abs[0].Name != "inner.txt" || abs[1].EntryType != domain.FSDirectory {
 		t.Fatalf("absolute listing = %+v, %v", abs, err)
 	}
 
-	_, err = f.Entries(ctx, "nope")
+	_, err = f.Entries(ctx, "nope", nil)
 	wantErr(t, err, domain.KindNotFound, "path not found: /home/u/nope")
 	for _, tt := range []struct{ p, msg string }{
 		{"a.txt", "path is not a directory: /home/u/a.txt"},
@@ -99,7 +99,7 @@ func TestFilesEntries(t *testing.T) {
 		{"dir/../..", "invalid relative path"},
 		{"a\x00", "NUL"},
 	} {
-		_, err := f.Entries(ctx, tt.p)
+		_, err := f.Entries(ctx, tt.p, nil)
 		wantErr(t, err, domain.KindInvalidRequest, tt.msg)
 	}
 }

@@ -49,7 +49,7 @@ func TestFilesRefuseSecrets(t *testing.T) {
 	deny("open /proc", err, "/proc/7/environ")
 	_, err = f.Stat(ctx, tokens)
 	deny("stat", err, tokens)
-	_, err = f.Entries(ctx, "/proc/7")
+	_, err = f.Entries(ctx, "/proc/7", nil)
 	deny("list /proc/7", err, "/proc/7")
 	_, err = f.Write(ctx, tokens, bytes.NewReader([]byte("mallory\n")), 8)
 	deny("write", err, tokens)
@@ -95,7 +95,7 @@ func TestFilesRefuseSecrets(t *testing.T) {
 // of failing.
 func TestFilesListingOmitsSecrets(t *testing.T) {
 	f := secretFiles(t)
-	got, err := f.Entries(context.Background(), ".")
+	got, err := f.Entries(context.Background(), ".", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestFilesListingOmitsSecrets(t *testing.T) {
 	if len(got) != 4 { // a.txt, b.txt, dir, empty
 		t.Errorf("listing = %+v", got)
 	}
-	procs, err := f.Entries(context.Background(), "/proc")
+	procs, err := f.Entries(context.Background(), "/proc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package processapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -260,7 +261,7 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 				"text/event-stream": {Schema: &huma.Schema{Type: "string"}},
 			}},
 		},
-	}, route.Act(domain.ActionProcessRead), func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
+	}, route.Act(domain.ActionProcessRead), route.WithHeaders(func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
 		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Tail: in.Tail, Encoding: domain.LogEncoding(in.Encoding)}
 		since, err := logsSince(in)
 		if err != nil {
@@ -272,7 +273,13 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 			if err != nil {
 				return nil, err
 			}
-			return jsonResponse(out), nil
+			// Held whole until answered, then as JSON: charged, so slow
+			// readers of a large log wait (503) instead of each holding
+			// a copy.
+			if err := route.Hold(ctx, 2*logsSize(out)); err != nil {
+				return nil, err
+			}
+			return logsResponse(out), nil
 		}
 		if !route.Accepts(in.Request().Header.Get("Accept"), "text/event-stream") {
 			msg := "follow=true only produces text/event-stream"
@@ -298,7 +305,7 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 			_, w := route.Unwrap(hctx)
 			streamProcessLogs(hctx.Context(), w, f, processes.NewEncoder(q.Encoding), env)
 		}}, nil
-	})
+	}))
 
 	registerTerminalWS(api, env, svc)
 }
@@ -339,17 +346,43 @@ func decodeInput(data, enc string) ([]byte, error) {
 }
 
 // jsonResponse answers 200 with v as JSON.
-func jsonResponse(v any) *huma.StreamResponse {
+// logsSize is about what out holds: its data and, per entry, its other
+// fields.
+func logsSize(out domain.ProcessLogsResponse) int64 {
+	n := int64(0)
+	for _, e := range out.Entries {
+		n += int64(len(e.Data)) + 128
+	}
+	return n
+}
+
+// logsResponse writes out as json.Marshal would, entry by entry through a
+// small buffer: marshalled whole, a 9 MB log held 57 MB while a client
+// took its time reading it.
+func logsResponse(out domain.ProcessLogsResponse) *huma.StreamResponse {
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			route.WriteProblem(hctxWriter(hctx), route.ProblemFor(hctx.Context(), err))
-			return
-		}
 		hctx.SetHeader("Content-Type", "application/json")
-		hctx.SetHeader("Content-Length", strconv.Itoa(len(b)))
 		hctx.SetStatus(http.StatusOK)
-		_, _ = hctx.BodyWriter().Write(b)
+		w := bufio.NewWriterSize(hctx.BodyWriter(), 32<<10)
+		enc := func(prefix string, v any) {
+			b, _ := json.Marshal(v) // strings, numbers: cannot fail
+			_, _ = w.WriteString(prefix)
+			_, _ = w.Write(b)
+		}
+		enc(`{"processId":`, out.ProcessID)
+		enc(`,"stream":`, out.Stream)
+		_, _ = w.WriteString(`,"entries":[`)
+		sep := ""
+		for _, e := range out.Entries {
+			enc(sep, e)
+			sep = ","
+		}
+		_, _ = w.WriteString("]")
+		if out.Gap != nil {
+			enc(`,"gap":`, out.Gap)
+		}
+		_, _ = w.WriteString("}")
+		_ = w.Flush()
 	}}
 }
 

@@ -200,8 +200,40 @@ func (e *Env) UseAuth(api huma.API, open func(*huma.Operation) bool) {
 		if !read && !readBody() {
 			return
 		}
-		next(hctx)
+		h := &held{budget: e.Budget}
+		defer func() { e.Budget.Give(h.n) }()
+		next(huma.WithContext(hctx, context.WithValue(hctx.Context(), heldKey{}, h)))
 	})
+}
+
+// held is what an operation charged with Hold, given back once the
+// request is answered.
+type held struct {
+	budget *Inflight
+	n      int64
+}
+
+type heldKey struct{}
+
+// Hold charges n bytes of what the operation of ctx holds (a config file
+// it reads and answers) to the in-flight budget until the request is
+// answered, its response written: nil, or the 503 of a spent budget. A
+// charge larger than the whole budget is cut to it, so such a request
+// waits for an idle daemon, never for ever. Outside the middleware, or
+// without a budget, it charges nothing.
+func Hold(ctx context.Context, n int64) error {
+	h, _ := ctx.Value(heldKey{}).(*held)
+	if h == nil || h.budget == nil || n <= 0 {
+		return nil
+	}
+	if n = min(n, h.budget.Max()/2-h.n); n <= 0 {
+		return nil
+	}
+	if !h.budget.Take(n) {
+		return h.budget.Overloaded()
+	}
+	h.n += n
+	return nil
 }
 
 // Guarded reports whether a path is under the token and the chain: the API
@@ -223,6 +255,10 @@ func checkJSONBody(r *http.Request, op *huma.Operation) error {
 		return nil
 	}
 	if IsMediaType(r.Header.Get("Content-Type"), "application/json") {
+		// Media types are case-insensitive (RFC 9110 section 8.3.1);
+		// huma looks its decoder up by the exact lower-case name, and
+		// refused "Application/JSON" with 415.
+		r.Header.Set("Content-Type", "application/json")
 		return nil
 	}
 	return domain.UnsupportedMedia("expected Content-Type: application/json")

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -242,9 +244,14 @@ func humaError(ctx context.Context, status int, msg string, errs ...error) huma.
 	}
 	var parts []string
 	for _, e := range errs {
-		if e != nil {
-			parts = append(parts, e.Error())
+		if e == nil {
+			continue
 		}
+		if len(parts) == maxErrorParts {
+			parts = append(parts, fmt.Sprintf("and %d more", countErrs(errs)-maxErrorParts))
+			break
+		}
+		parts = append(parts, errorPart(e))
 	}
 	detail := msg
 	if len(parts) > 0 {
@@ -273,6 +280,54 @@ func humaError(ctx context.Context, status int, msg string, errs ...error) huma.
 		}
 	}
 	return p
+}
+
+// A problem names what huma refused, never all of it: huma's own message
+// repeats the value ("expected boolean (body.reinstall: …)"), the whole
+// body for one it cannot parse, and lists every element of an array that
+// fails. Echoed whole, a 1 MiB body of control characters was a 12 MB
+// answer (each escaped six times, in detail and in details.message), held
+// outside every budget while the client did not read it.
+const (
+	maxEchoedValue = 64 // bytes of a refused value a problem repeats
+	maxErrorParts  = 8  // huma errors a problem lists
+)
+
+// errorPart is e as a problem states it: huma's message and where, with at
+// most maxEchoedValue bytes of the value (none of the whole body: the
+// client has it).
+func errorPart(e error) string {
+	var d huma.ErrorDetailer
+	if !errors.As(e, &d) {
+		return e.Error()
+	}
+	ed := d.ErrorDetail()
+	switch {
+	case ed.Location == "" && ed.Value == nil:
+		return ed.Message
+	case ed.Location == "body" || ed.Value == nil:
+		return fmt.Sprintf("%s (%s)", ed.Message, ed.Location)
+	}
+	v := fmt.Sprint(ed.Value)
+	if len(v) > maxEchoedValue {
+		cut := maxEchoedValue
+		for cut > 0 && !utf8.RuneStart(v[cut]) {
+			cut--
+		}
+		v = v[:cut] + "…"
+	}
+	return fmt.Sprintf("%s (%s: %s)", ed.Message, ed.Location, v)
+}
+
+// countErrs is how many of errs are errors.
+func countErrs(errs []error) int {
+	n := 0
+	for _, e := range errs {
+		if e != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // humaLimit finds the limit in huma's 413 message ("request body is too
