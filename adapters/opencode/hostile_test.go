@@ -1,10 +1,14 @@
 package opencode
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
 func TestEscapedSlashesInAnIDAreNotAPath(t *testing.T) {
@@ -34,4 +38,54 @@ func TestEscapedSlashesInAnIDAreNotAPath(t *testing.T) {
 		}
 	}
 	h.ok("GET", "/session/"+id, "", nil) // still there
+}
+
+func TestEveryAcceptedAsyncPromptRuns(t *testing.T) {
+	// prompt_async answers 204 only for a prompt that has its place in the
+	// session's queue. The place was taken later, by the goroutine running
+	// the prompt: while the first prompt of an agent read the catalogue
+	// (its default model), any number of prompts were accepted, and those
+	// past the queue's bound were then dropped with a session.error.
+	gate := make(chan struct{})
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) {
+		c.Agents = func(ctx context.Context) []domain.AgentInfo {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+	}})
+	ev := h.events("/event")
+	id := h.newSession()
+	accepted := 0
+	for i := range maxQueued + 4 {
+		switch code, b := h.do("POST", "/session/"+id+"/prompt_async", promptBody(fmt.Sprintf("prompt %d", i))); code {
+		case http.StatusNoContent:
+			accepted++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("prompt %d: %d %s", i, code, b)
+		}
+	}
+	close(gate)
+	if accepted > maxQueued+1 {
+		t.Errorf("%d prompts accepted, want at most %d", accepted, maxQueued+1)
+	}
+	// Each accepted prompt ends idle, or (the bug) with a session.error.
+	for ended := 0; ended < accepted; {
+		e := ev.next()
+		switch e.Type {
+		case "session.idle":
+			ended++
+		case "session.error":
+			ended++
+			t.Errorf("an accepted prompt failed: %s", e.Raw)
+		}
+	}
+	var list []wireMessage
+	h.ok("GET", "/session/"+id+"/message", "", &list)
+	if len(list) != 2*accepted {
+		t.Errorf("%d messages for %d accepted prompts", len(list), accepted)
+	}
 }

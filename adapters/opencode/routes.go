@@ -388,19 +388,17 @@ func (a *Adapter) promptAsync(w http.ResponseWriter, r *http.Request, s *session
 		release()
 		return err
 	}
-	s.mu.Lock()
-	full := s.waiting >= maxQueued
-	s.mu.Unlock()
-	if full {
+	if err := s.reserve(); err != nil {
 		release()
-		return errBusy
+		return err
 	}
 	if !a.spawn(func() {
 		defer release()
-		if _, err := a.startTurn(a.ctx, s, in); err != nil {
+		if _, err := a.startReserved(a.ctx, s, in); err != nil {
 			s.publish("session.error", map[string]any{"sessionID": s.id, "error": &messageError{Name: "UnknownError", Data: messageErrorData{Message: errMessage(err)}}})
 		}
 	}) {
+		s.unreserve()
 		release()
 		return errShuttingDown
 	}
