@@ -89,3 +89,37 @@ func TestEveryAcceptedAsyncPromptRuns(t *testing.T) {
 		t.Errorf("%d messages for %d accepted prompts", len(list), accepted)
 	}
 }
+
+func TestSessionDeletedUnderASynchronousPrompt(t *testing.T) {
+	// A synchronous prompt (or command) whose session is deleted while it
+	// runs is answered 404 in OpenCode's shape. It was answered 200 with
+	// {"info":,"parts":[]}, not JSON: its message was deleted with the
+	// session.
+	for _, route := range []string{"message", "command"} {
+		t.Run(route, func(t *testing.T) {
+			agent := &fakeAgent{received: make(chan string, 64)}
+			h := newHarness(t, harnessOptions{agent: agent})
+			id := h.newSession()
+			body := promptBody("slow")
+			if route == "command" {
+				body = `{"command":"slow"}`
+			}
+			type answer struct {
+				code int
+				body []byte
+			}
+			done := make(chan answer, 1)
+			go func() {
+				code, b := h.do("POST", "/session/"+id+"/"+route, body)
+				done <- answer{code, b}
+			}()
+			agent.await(t, "session/prompt")
+			h.ok("DELETE", "/session/"+id, "", nil)
+			got := <-done
+			var e struct{ Name string }
+			if got.code != http.StatusNotFound || json.Unmarshal(got.body, &e) != nil || e.Name != "NotFoundError" {
+				t.Errorf("%d %s, want 404 NotFoundError", got.code, got.body)
+			}
+		})
+	}
+}
