@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -121,5 +122,32 @@ func TestSessionDeletedUnderASynchronousPrompt(t *testing.T) {
 				t.Errorf("%d %s, want 404 NotFoundError", got.code, got.body)
 			}
 		})
+	}
+}
+
+func TestHeadOfAnEventStreamEnds(t *testing.T) {
+	// HEAD /event answers the stream's headers and ends. It ran the
+	// stream with its body discarded (HEAD writes always succeed) until
+	// the client hung up, which it may never see: the next request on the
+	// keep-alive connection was never read, and the stream held one of
+	// the MaxSubscribers places until the daemon stopped.
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.MaxSubscribers = 1 }})
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.a.bus.Close() // ends a stream left running, so the server can close
+		}
+	})
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}, Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	for _, path := range []string{"/event", "/global/event", "/global/health"} {
+		req, _ := http.NewRequest("HEAD", h.srv.URL+"/opencode"+path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("HEAD %s: %d", path, resp.StatusCode)
+		}
 	}
 }
