@@ -214,15 +214,28 @@ func (a *Adapter) Close(ctx context.Context) error {
 // ServeHTTP serves a request whose path is below /opencode (the prefix is
 // stripped here). Auth, the browser guards and CORS are the mounting
 // adapter's (httpapi).
+//
+// The escaped path is kept (RawPath): the mux routes on it, so an id
+// holding encoded slashes or dots ("..%2F..%2Fetc") is one segment, an
+// id that does not exist, rather than a path the mux would clean and
+// redirect to without the /opencode prefix.
 func (a *Adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p := strings.TrimPrefix(r.URL.Path, "/opencode")
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = stripPrefix(r.URL.Path)
+	r2.URL.RawPath = ""
+	if r.URL.RawPath != "" {
+		r2.URL.RawPath = stripPrefix(r.URL.RawPath)
+	}
+	a.mux.ServeHTTP(w, r2)
+}
+
+// stripPrefix is a request path below /opencode without the prefix.
+func stripPrefix(p string) string {
+	p = strings.TrimPrefix(p, "/opencode")
 	if p == "" {
 		p = "/"
 	}
-	r2 := r.Clone(r.Context())
-	r2.URL.Path = p
-	r2.URL.RawPath = ""
-	a.mux.ServeHTTP(w, r2)
+	return p
 }
 
 // spawn runs fn in a goroutine Close waits for, unless the adapter is

@@ -150,7 +150,7 @@ func (f *fakeAgent) run(_ domain.LaunchSpec, p *porttest.FakeProcess) {
 			_ = json.Unmarshal(res, &r)
 			say(sid, "permission: "+strings.TrimSpace(r.Outcome.Outcome+" "+r.Outcome.OptionID))
 			return "end_turn"
-		case "slow":
+		case "slow", "/slow": // "/slow" as a command sends it
 			select {
 			case <-cancel:
 				return "cancelled"

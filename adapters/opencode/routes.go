@@ -342,17 +342,33 @@ func (a *Adapter) promptSync(w http.ResponseWriter, r *http.Request, s *session)
 	case <-r.Context().Done():
 		return nil // the turn goes on; the client left
 	}
+	return a.answerTurn(w, r, s, t)
+}
+
+// answerTurn answers a synchronous prompt or command whose turn has
+// ended: its assistant message (the user message of a noReply prompt) as
+// stored, once the event streams have it (settle). A session deleted (or
+// evicted) while the turn ran has no messages left: 404.
+func (a *Adapter) answerTurn(w http.ResponseWriter, r *http.Request, s *session, t *turn) error {
 	a.settle(r.Context(), t)
 	msg := t.asst
 	if msg == nil {
 		msg = t.user
 	}
-	m, _, err := a.store.message(r.Context(), s.id, msg.ID)
-	if err != nil {
-		return err
+	s.mu.Lock()
+	gone := s.gone
+	s.mu.Unlock()
+	if !gone {
+		m, ok, err := a.store.message(r.Context(), s.id, msg.ID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			writeRaw(w, appendMessage(nil, m))
+			return nil
+		}
 	}
-	writeRaw(w, appendMessage(nil, m))
-	return nil
+	return errNotFound("Session not found: " + s.id + " (deleted while the prompt ran)")
 }
 
 // settle waits, before a synchronous prompt is answered, until every
@@ -388,19 +404,17 @@ func (a *Adapter) promptAsync(w http.ResponseWriter, r *http.Request, s *session
 		release()
 		return err
 	}
-	s.mu.Lock()
-	full := s.waiting >= maxQueued
-	s.mu.Unlock()
-	if full {
+	if err := s.reserve(); err != nil {
 		release()
-		return errBusy
+		return err
 	}
 	if !a.spawn(func() {
 		defer release()
-		if _, err := a.startTurn(a.ctx, s, in); err != nil {
+		if _, err := a.startReserved(a.ctx, s, in); err != nil {
 			s.publish("session.error", map[string]any{"sessionID": s.id, "error": &messageError{Name: "UnknownError", Data: messageErrorData{Message: errMessage(err)}}})
 		}
 	}) {
+		s.unreserve()
 		release()
 		return errShuttingDown
 	}
@@ -445,13 +459,7 @@ func (a *Adapter) command(w http.ResponseWriter, r *http.Request, s *session) er
 	case <-r.Context().Done():
 		return nil
 	}
-	a.settle(r.Context(), t)
-	m, _, err := a.store.message(r.Context(), s.id, t.asst.ID)
-	if err != nil {
-		return err
-	}
-	writeRaw(w, appendMessage(nil, m))
-	return nil
+	return a.answerTurn(w, r, s, t)
 }
 
 func (a *Adapter) listPermissions(w http.ResponseWriter, r *http.Request) error {

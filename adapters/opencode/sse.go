@@ -28,6 +28,15 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request, global boo
 			return err
 		}
 	}
+	if r.Method == http.MethodHead {
+		// The headers alone: a HEAD's body writes are discarded and never
+		// fail, so a stream would run until the daemon stops.
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
 	var after uint64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -98,6 +98,36 @@ var errBusy = errTooMany("this session already has 8 prompts waiting; wait for i
 // the turn in the background. The returned turn's done closes when it
 // ends, whatever happens to ctx.
 func (a *Adapter) startTurn(ctx context.Context, s *session, in *promptInput) (*turn, error) {
+	if err := s.reserve(); err != nil {
+		return nil, err
+	}
+	return a.startReserved(ctx, s, in)
+}
+
+// reserve takes a place in the session's queue (errBusy when maxQueued
+// prompts wait): prompt_async takes it before answering 204, so every
+// prompt it accepts runs. startReserved gives it back.
+func (s *session) reserve() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting >= maxQueued {
+		return errBusy
+	}
+	s.waiting++
+	return nil
+}
+
+// unreserve gives back a place reserve took, for a prompt that will not
+// run.
+func (s *session) unreserve() {
+	s.mu.Lock()
+	s.waiting--
+	s.mu.Unlock()
+}
+
+// startReserved is startTurn for a prompt that has its place in the queue
+// (reserve).
+func (a *Adapter) startReserved(ctx context.Context, s *session, in *promptInput) (*turn, error) {
 	if in.Model == nil || in.Model.ModelID == "" {
 		// The model the agent starts with, to name it on the messages.
 		s.mu.Lock()
@@ -108,19 +138,10 @@ func (a *Adapter) startTurn(ctx context.Context, s *session, in *promptInput) (*
 		}
 		in.defaultModel = a.defaultModel(ctx, agent)
 	}
-	s.mu.Lock()
-	if s.waiting >= maxQueued {
-		s.mu.Unlock()
-		return nil, errBusy
-	}
-	s.waiting++
-	s.mu.Unlock()
 	select {
 	case s.slot <- struct{}{}:
 	case <-ctx.Done():
-		s.mu.Lock()
-		s.waiting--
-		s.mu.Unlock()
+		s.unreserve()
 		return nil, ctx.Err()
 	}
 	s.mu.Lock()

@@ -1,0 +1,153 @@
+package opencode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
+)
+
+func TestEscapedSlashesInAnIDAreNotAPath(t *testing.T) {
+	// An id with encoded slashes and dots ("..%2F..%2Fetc") is an id that
+	// does not exist: 404 in OpenCode's shape. It was decoded, cleaned
+	// and answered with a redirect to the cleaned path without the
+	// /opencode prefix (Location: /etc).
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/session/..%2F..%2Fetc"},
+		{"GET", "/session/" + id + "/message/..%2F..%2F"},
+		{"POST", "/session/" + id + "%2F..%2F..%2Fsession"},
+		{"DELETE", "/session/" + id + "%2F..%2F" + id},
+	} {
+		req, _ := http.NewRequest(tc.method, h.srv.URL+"/opencode"+tc.path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Name string }
+		if resp.StatusCode != http.StatusNotFound || json.Unmarshal(b, &e) != nil || e.Name != "NotFoundError" {
+			t.Errorf("%s %s: %d (Location %q) %s, want 404 NotFoundError", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Location"), b)
+		}
+	}
+	h.ok("GET", "/session/"+id, "", nil) // still there
+}
+
+func TestEveryAcceptedAsyncPromptRuns(t *testing.T) {
+	// prompt_async answers 204 only for a prompt that has its place in the
+	// session's queue. The place was taken later, by the goroutine running
+	// the prompt: while the first prompt of an agent read the catalogue
+	// (its default model), any number of prompts were accepted, and those
+	// past the queue's bound were then dropped with a session.error.
+	gate := make(chan struct{})
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) {
+		c.Agents = func(ctx context.Context) []domain.AgentInfo {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+	}})
+	ev := h.events("/event")
+	id := h.newSession()
+	accepted := 0
+	for i := range maxQueued + 4 {
+		switch code, b := h.do("POST", "/session/"+id+"/prompt_async", promptBody(fmt.Sprintf("prompt %d", i))); code {
+		case http.StatusNoContent:
+			accepted++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("prompt %d: %d %s", i, code, b)
+		}
+	}
+	close(gate)
+	if accepted > maxQueued+1 {
+		t.Errorf("%d prompts accepted, want at most %d", accepted, maxQueued+1)
+	}
+	// Each accepted prompt ends idle, or (the bug) with a session.error.
+	for ended := 0; ended < accepted; {
+		e := ev.next()
+		switch e.Type {
+		case "session.idle":
+			ended++
+		case "session.error":
+			ended++
+			t.Errorf("an accepted prompt failed: %s", e.Raw)
+		}
+	}
+	var list []wireMessage
+	h.ok("GET", "/session/"+id+"/message", "", &list)
+	if len(list) != 2*accepted {
+		t.Errorf("%d messages for %d accepted prompts", len(list), accepted)
+	}
+}
+
+func TestSessionDeletedUnderASynchronousPrompt(t *testing.T) {
+	// A synchronous prompt (or command) whose session is deleted while it
+	// runs is answered 404 in OpenCode's shape. It was answered 200 with
+	// {"info":,"parts":[]}, not JSON: its message was deleted with the
+	// session.
+	for _, route := range []string{"message", "command"} {
+		t.Run(route, func(t *testing.T) {
+			agent := &fakeAgent{received: make(chan string, 64)}
+			h := newHarness(t, harnessOptions{agent: agent})
+			id := h.newSession()
+			body := promptBody("slow")
+			if route == "command" {
+				body = `{"command":"slow"}`
+			}
+			type answer struct {
+				code int
+				body []byte
+			}
+			done := make(chan answer, 1)
+			go func() {
+				code, b := h.do("POST", "/session/"+id+"/"+route, body)
+				done <- answer{code, b}
+			}()
+			agent.await(t, "session/prompt")
+			h.ok("DELETE", "/session/"+id, "", nil)
+			got := <-done
+			var e struct{ Name string }
+			if got.code != http.StatusNotFound || json.Unmarshal(got.body, &e) != nil || e.Name != "NotFoundError" {
+				t.Errorf("%d %s, want 404 NotFoundError", got.code, got.body)
+			}
+		})
+	}
+}
+
+func TestHeadOfAnEventStreamEnds(t *testing.T) {
+	// HEAD /event answers the stream's headers and ends. It ran the
+	// stream with its body discarded (HEAD writes always succeed) until
+	// the client hung up, which it may never see: the next request on the
+	// keep-alive connection was never read, and the stream held one of
+	// the MaxSubscribers places until the daemon stopped.
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.MaxSubscribers = 1 }})
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.a.bus.Close() // ends a stream left running, so the server can close
+		}
+	})
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}, Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	for _, path := range []string{"/event", "/global/event", "/global/health"} {
+		req, _ := http.NewRequest("HEAD", h.srv.URL+"/opencode"+path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("HEAD %s: %d", path, resp.StatusCode)
+		}
+	}
+}
