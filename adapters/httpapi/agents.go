@@ -73,9 +73,10 @@ func registerAgents(api huma.API, cfg *Config) {
 		if in.Body != nil {
 			opts = *in.Body
 		}
-		// The install outlives a client that gives up: a half-finished
-		// install helps nobody.
-		res, err := catalog.Install(context.WithoutCancel(ctx), in.Agent, opts)
+		// Once started, the install outlives a client that gives up (a
+		// half-finished install helps nobody); waiting for its turn does
+		// not.
+		res, err := catalog.Install(agents.Detached(ctx), in.Agent, opts)
 		if err != nil {
 			return nil, err
 		}

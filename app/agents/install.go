@@ -77,7 +77,7 @@ type Installer struct {
 	Disk Disk
 
 	mu       sync.Mutex
-	locks    map[string]*sync.Mutex
+	locks    map[string]chan struct{} // per agent, one install at a time
 	cached   *domain.Registry
 	cachedAt time.Time
 	failed   error // the last failed fetch, answered to lookups for a while
@@ -98,18 +98,27 @@ func (inst *Installer) storeDir(agent string) string {
 	return filepath.Join(inst.Dir, "packages", agent)
 }
 
-func (inst *Installer) lock(agent string) *sync.Mutex {
+func (inst *Installer) lock(agent string) chan struct{} {
 	inst.mu.Lock()
 	defer inst.mu.Unlock()
 	if inst.locks == nil {
-		inst.locks = map[string]*sync.Mutex{}
+		inst.locks = map[string]chan struct{}{}
 	}
 	l := inst.locks[agent]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = make(chan struct{}, 1)
 		inst.locks[agent] = l
 	}
 	return l
+}
+
+type detachedKey struct{}
+
+// Detached marks ctx for an install that, once its turn comes, runs to
+// its end whatever happens to ctx (the HTTP API's: a half-finished install
+// helps nobody), while it waits for that turn only as long as ctx lasts.
+func Detached(ctx context.Context) context.Context {
+	return context.WithValue(ctx, detachedKey{}, true)
 }
 
 func (inst *Installer) now() time.Time {
@@ -203,9 +212,19 @@ func (inst *Installer) Install(ctx context.Context, agent string, opts domain.In
 	if !domain.ValidAgentID(agent) {
 		return domain.InstallResult{}, domain.UnsupportedAgent(agent)
 	}
+	// One install of an agent at a time; a caller that leaves while it
+	// waits for its turn is not run later (a client could otherwise queue
+	// any number of reinstalls and walk away).
 	l := inst.lock(agent)
-	l.Lock()
-	defer l.Unlock()
+	select {
+	case l <- struct{}{}:
+	case <-ctx.Done():
+		return domain.InstallResult{}, ctx.Err()
+	}
+	defer func() { <-l }()
+	if ctx.Value(detachedKey{}) == true {
+		ctx = context.WithoutCancel(ctx)
+	}
 
 	if !opts.Reinstall && inst.Installed(agent) {
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil

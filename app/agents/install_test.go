@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spf13/afero"
 
@@ -531,3 +532,49 @@ func (d *simpleDisk) Unpack(ctx context.Context, fsys afero.Fs, src, kind, dst s
 }
 
 func (d *simpleDisk) GuardWriter(_ string, w io.Writer) (io.Writer, error) { return w, nil }
+
+// An install waits for the one of the same agent in progress, but only
+// while its caller does: requests whose clients left were each run in
+// turn, so a client could queue any number of reinstalls (npm installs,
+// downloads) and walk away.
+func TestInstallWaitEndsWithItsCaller(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	orig := r.in.Packages
+	var runs atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	r.in.Packages = &porttest.FakePackageInstaller{InstallFunc: func(ctx context.Context, prefix, spec string) (domain.InstalledPackage, error) {
+		if runs.Add(1) == 1 {
+			close(started)
+		}
+		<-release
+		return orig.Install(ctx, prefix, spec)
+	}}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{Reinstall: true})
+		aDone <- err
+	}()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := r.in.Install(ctx, "claude", domain.InstallOptions{Reinstall: true})
+		bDone <- err
+	}()
+	cancel()
+	select {
+	case err := <-bDone:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("a waiting install whose caller left: %v", err)
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a timing check
+		t.Fatal("an install whose caller left still waits for its turn")
+	}
+	close(release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("%d npm installs, want 1", n)
+	}
+}
