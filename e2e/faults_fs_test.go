@@ -766,6 +766,21 @@ func TestFaultPutNonRegular(t *testing.T) {
 			t.Errorf("upload-batch over %s: fresh: %v", name, err)
 		}
 	}
+	// A move with overwrite is refused over them too.
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, null}[:len(paths)-1] {
+		body, _ := json.Marshal(map[string]any{"from": src, "to": p, "overwrite": true})
+		st, h, b := d.Do("POST", "/v1/fs/move", body, "Content-Type", "application/json")
+		if problemOf(t, st, h, b); st != 400 || !strings.Contains(string(b), "path is not a file") {
+			t.Errorf("move over %s: %d %s", p, st, b)
+		}
+	}
+	if _, err := os.Stat(src); err != nil {
+		t.Errorf("the source of a refused move: %v", err)
+	}
 	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
 		t.Errorf("FIFO replaced: %v %v", fi, err)
 	}

@@ -395,7 +395,8 @@ func (f *Files) ensureDir(dir, shown string) error {
 }
 
 // Move renames from to to, creating to's parents. An existing to is
-// replaced only with overwrite. Moves that would destroy their own source
+// replaced only with overwrite, and never when it is a device, a FIFO or a
+// socket. Moves that would destroy their own source
 // (onto itself, or over a directory holding it) are refused.
 func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (string, string, error) {
 	src, err := f.Resolve(from)
@@ -427,6 +428,11 @@ func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (stri
 		}
 		if _, inside := domain.RootRelative(dst, src); inside {
 			return "", "", domain.InvalidRequest("destination contains the source: %s", dst)
+		}
+		if t := fi.Mode().Type(); t&(fs.ModeDevice|fs.ModeNamedPipe|fs.ModeSocket|fs.ModeIrregular) != 0 {
+			// As a PUT: a device or a FIFO is never replaced by a
+			// file (a move over /dev/null as root breaks the box).
+			return "", "", fsError(dst, domain.ErrNotRegular)
 		}
 		remove := f.Fs.Remove
 		if fi.IsDir() {
