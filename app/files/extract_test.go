@@ -186,6 +186,15 @@ func TestFilesMinFree(t *testing.T) {
 			t.Errorf("0: %d", got)
 		}
 	})
+	t.Run("a filesystem without block counts has no floor", func(t *testing.T) {
+		// procfs and sysfs report 0 of 0 blocks free: a write there was
+		// refused as "would leave less than 0 bytes free".
+		f := memFiles(t)
+		f.Space, f.MinFree = &porttest.FakeDiskSpace{SpaceFunc: func(string) (int64, int64, error) { return 0, 0, nil }}, AutoMinFree
+		if _, err := f.Write(ctx, "new.txt", strings.NewReader("x"), 1); err != nil {
+			t.Errorf("write: %v", err)
+		}
+	})
 	t.Run("a declared size past the floor writes nothing", func(t *testing.T) {
 		f := memFiles(t)
 		f.Space, f.MinFree = shrinkingSpace(1100, nil), 1000

@@ -99,8 +99,11 @@ func newSpaceGuard(space ports.DiskSpace, setting int64, path string) (*spaceGua
 		return nil, nil
 	}
 	free, total, err := space.Space(path)
-	if err != nil {
-		return nil, nil // no answer: the write itself will fail if the disk is full
+	if err != nil || total <= 0 {
+		// No answer, or a filesystem that keeps no count of blocks
+		// (procfs, sysfs: 0 of 0 free): the write itself will fail if
+		// the disk is full.
+		return nil, nil
 	}
 	g := &spaceGuard{space: space, path: path, minFree: minFreeFor(setting, total)}
 	if free < g.minFree {
