@@ -320,7 +320,14 @@ func startError(command string, err error) error {
 	if _, ok := domain.AsError(err); ok {
 		return err
 	}
-	return domain.StreamError("failed to start process: " + command).Because(err)
+	// The innermost cause is the system's reason ("too many open
+	// files", "resource temporarily unavailable"), without the paths the
+	// layers above it name.
+	cause := err
+	for errors.Unwrap(cause) != nil {
+		cause = errors.Unwrap(cause)
+	}
+	return domain.StreamError("failed to start process: " + command + ": " + cause.Error()).Because(err)
 }
 
 // lookup finds a process or fails with not_found.

@@ -201,8 +201,9 @@ func TestInvalidRequests(t *testing.T) {
 			t.Errorf("Create(%+v) = %v, want invalid_request", req, err)
 		}
 	}
-	if _, err := s.Create(ctx, domain.ProcessCreateRequest{Command: "fail"}); kindOf(err) != domain.KindStreamError || !errors.Is(err, boom) {
-		t.Errorf("failed start = %v", err)
+	if _, err := s.Create(ctx, domain.ProcessCreateRequest{Command: "fail"}); kindOf(err) != domain.KindStreamError || !errors.Is(err, boom) ||
+		!strings.HasSuffix(err.Error(), ": "+boom.Error()) {
+		t.Errorf("failed start = %v (want the cause, %v, at its end)", err, boom)
 	}
 	info, err := s.Create(ctx, domain.ProcessCreateRequest{Command: "sh", Cwd: &inside})
 	if err != nil || info.Cwd == nil || *info.Cwd != "/root/x" {
