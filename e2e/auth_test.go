@@ -272,3 +272,32 @@ func TestNoTokenFlagKeepsAGivenToken(t *testing.T) {
 		t.Errorf("no warning that --no-token was ignored in the log:\n%s", d.Logs())
 	}
 }
+
+// Two Authorization headers are a 400, whichever holds the token: the
+// token check reads one and a policy could read the other. One is judged
+// as ever.
+func TestTwoAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{Env: []string{"SANDBOX_AGENT_TOKEN=tok"}})
+	send := func(values ...string) (int, string) {
+		req, _ := http.NewRequest("GET", d.URL+"/v1/agents", nil)
+		for _, v := range values {
+			req.Header.Add("Authorization", v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, pair := range [][]string{{"Bearer tok", "Bearer other"}, {"Bearer other", "Bearer tok"}, {"Bearer tok", "Bearer tok"}} {
+		if st, b := send(pair...); st != 400 || !strings.Contains(b, "more than one Authorization header") {
+			t.Errorf("%q: %d %s", pair, st, b)
+		}
+	}
+	if st, b := send("Bearer tok"); st != 200 {
+		t.Errorf("one header: %d %s", st, b)
+	}
+}

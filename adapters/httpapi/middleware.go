@@ -72,6 +72,23 @@ func problemOnMiss(mux *http.ServeMux, cfg *Config) http.Handler {
 	})
 }
 
+// oneCredential refuses, 400, a request with more than one Authorization
+// header (or more than one of the router's token header): the token
+// check reads one of them and a policy could read another, so two are
+// ambiguous, as case-variant duplicate keys in a body are; and no client
+// sends two.
+func oneCredential(next http.Handler, tokenHeader string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, name := range [2]string{"Authorization", tokenHeader} {
+			if name != "" && len(r.Header.Values(name)) > 1 {
+				route.WriteProblem(w, route.ProblemFor(r.Context(), domain.InvalidRequest("more than one %s header", http.CanonicalHeaderKey(name))))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // tokenOnly is the auth of /v1 and /acp paths that are no operation
 // (unknown routes, wrong methods, the removed /v1/rpc): they do nothing and
 // have no action for a policy to judge, so only the built-in token check

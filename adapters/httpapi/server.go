@@ -176,6 +176,7 @@ func New(cfg Config) http.Handler {
 	var h http.Handler = problemOnMiss(mux, &cfg)
 	h = cfg.CORS.wrap(h)
 	h = guardBrowsers(h, &cfg)
+	h = oneCredential(h, cfg.TokenHeader)
 	h = requestContext(h, cfg.Logger)
 	h = hm.observe(h, mux)
 	h = readIdle(h, cfg.ReadIdleTimeout)
