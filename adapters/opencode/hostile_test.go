@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
 
 func TestEscapedSlashesInAnIDAreNotAPath(t *testing.T) {
@@ -149,5 +150,31 @@ func TestHeadOfAnEventStreamEnds(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("HEAD %s: %d", path, resp.StatusCode)
 		}
+	}
+}
+
+func TestUnknownProvidersLeaveNothingBehind(t *testing.T) {
+	// A prompt naming a provider no agent answers to fails its turn; it
+	// left an entry for that agent in the adapter's connections, one per
+	// name for as long as the daemon ran: a client naming new providers
+	// grew the daemon's memory without bound.
+	h := newHarness(t, harnessOptions{launch: porttest.LaunchOnly("fake")})
+	for i := range 20 {
+		id := h.newSession()
+		body := fmt.Sprintf(`{"model":{"providerID":"nope%d","modelID":"m"},"parts":[{"type":"text","text":"hi"}]}`, i)
+		var m wireMessage
+		h.ok("POST", "/session/"+id+"/message", body, &m)
+		if m.Info["error"] == nil {
+			t.Fatalf("a prompt to agent nope%d: %v", i, m.Info)
+		}
+	}
+	if got := h.prompt(h.newSession(), "hi").text(); got != "echo: hi" {
+		t.Errorf("the default agent after: %q", got)
+	}
+	h.a.mu.Lock()
+	n := len(h.a.conns)
+	h.a.mu.Unlock()
+	if n > 1 {
+		t.Errorf("%d agent connection entries, want at most 1 (the agent that runs)", n)
 	}
 }
