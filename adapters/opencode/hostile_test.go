@@ -178,3 +178,22 @@ func TestUnknownProvidersLeaveNothingBehind(t *testing.T) {
 		t.Errorf("%d agent connection entries, want at most 1 (the agent that runs)", n)
 	}
 }
+
+func TestConfigPatchKeepsTheDefaults(t *testing.T) {
+	// PATCH /config merges into the configuration GET /config answers, as
+	// native OpenCode's (whose configuration always has agent, mode,
+	// plugin and command). The first PATCH was merged into nothing, so a
+	// client setting one key lost the others (and PATCH null cleared
+	// them).
+	h := newHarness(t, harnessOptions{})
+	for _, body := range []string{`null`, `{"theme":"dark"}`} {
+		h.ok("PATCH", "/config", body, nil)
+	}
+	var cfg map[string]json.RawMessage
+	h.ok("GET", "/config", "", &cfg)
+	for _, k := range []string{"agent", "mode", "plugin", "command", "provider", "mcp", "theme"} {
+		if cfg[k] == nil {
+			t.Errorf("GET /config after PATCH has no %q: %v", k, cfg)
+		}
+	}
+}
