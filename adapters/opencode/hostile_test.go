@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,4 +197,29 @@ func TestConfigPatchKeepsTheDefaults(t *testing.T) {
 			t.Errorf("GET /config after PATCH has no %q: %v", k, cfg)
 		}
 	}
+}
+
+func TestPromptNamesAreBounded(t *testing.T) {
+	// A prompt's agent and model name are copied into the user and the
+	// assistant message, each written and published more than once: a
+	// 30 MiB agent name took 380 MB of the daemon's memory and 220 MB of
+	// database for one request. They are names: past 256 bytes, 400.
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	long := strings.Repeat("x", maxNameBytes+1)
+	for name, body := range map[string]string{
+		"agent":   `{"agent":"` + long + `","parts":[{"type":"text","text":"hi"}]}`,
+		"modelID": `{"model":{"providerID":"fake","modelID":"` + long + `"},"parts":[{"type":"text","text":"hi"}]}`,
+	} {
+		for _, route := range []string{"message", "prompt_async"} {
+			if code, b := h.do("POST", "/session/"+id+"/"+route, body); code != http.StatusBadRequest {
+				t.Errorf("%s of %d bytes to %s: %d %.200s, want 400", name, len(long), route, code, b)
+			}
+		}
+	}
+	if code, b := h.do("POST", "/session/"+id+"/command", `{"command":"x","agent":"`+long+`"}`); code != http.StatusBadRequest {
+		t.Errorf("command with a long agent: %d %.200s, want 400", code, b)
+	}
+	ok := strings.Repeat("x", maxNameBytes)
+	h.ok("POST", "/session/"+id+"/message", `{"agent":"`+ok+`","model":{"providerID":"fake","modelID":"`+ok+`"},"parts":[{"type":"text","text":"hi"}]}`, nil)
 }
