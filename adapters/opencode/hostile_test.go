@@ -223,3 +223,41 @@ func TestPromptNamesAreBounded(t *testing.T) {
 	ok := strings.Repeat("x", maxNameBytes)
 	h.ok("POST", "/session/"+id+"/message", `{"agent":"`+ok+`","model":{"providerID":"fake","modelID":"`+ok+`"},"parts":[{"type":"text","text":"hi"}]}`, nil)
 }
+
+func TestHeartbeatWhileOtherDirectoriesAreBusy(t *testing.T) {
+	// A stream of one directory gets server.heartbeat after Heartbeat
+	// without an event of its own. It got one only when no event of any
+	// directory came for that long: while another directory was busy, it
+	// got nothing at all (and a proxy's idle timeout cut it).
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.Heartbeat = 50 * time.Millisecond }})
+	ev := h.events("/event?directory=/mine")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h.a.publishIn("/other", "test.busy", map[string]string{})
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e, ok := <-ev.events:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if e.Type == "server.heartbeat" {
+				return
+			}
+			t.Errorf("an event of another directory: %s", e.Raw)
+		case <-deadline:
+			t.Fatal("no heartbeat within 5 s while another directory was busy")
+		}
+	}
+}
