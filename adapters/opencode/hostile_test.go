@@ -1,12 +1,16 @@
 package opencode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -260,4 +264,68 @@ func TestHeartbeatWhileOtherDirectoriesAreBusy(t *testing.T) {
 			t.Fatal("no heartbeat within 5 s while another directory was busy")
 		}
 	}
+}
+
+func TestClientLeavingAQueuedPromptIsNoError(t *testing.T) {
+	// A synchronous prompt whose client leaves while it waits behind
+	// another turn gives its place back quietly. It was logged as a
+	// failed request ("request failed … context canceled", level ERROR),
+	// as if the daemon had failed.
+	var logs syncBuffer
+	agent := &fakeAgent{received: make(chan string, 64)}
+	h := newHarness(t, harnessOptions{agent: agent, cfg: func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}})
+	id := h.newSession()
+	h.ok("POST", "/session/"+id+"/prompt_async", promptBody("slow"), nil)
+	agent.await(t, "session/prompt")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+"/opencode/session/"+id+"/message", strings.NewReader(promptBody("queued")))
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for !h.a.busyWaiting(id) {
+		runtime.Gosched()
+	}
+	cancel()
+	<-done
+	h.ok("POST", "/session/"+id+"/abort", "", nil)
+	h.prompt(id, "after") // the place was given back; the session runs on
+	h.close()
+	if s := logs.String(); strings.Contains(s, "request failed") {
+		t.Errorf("a client leaving was logged as a failure:\n%s", s)
+	}
+}
+
+// busyWaiting reports whether a prompt of session id waits for its turn.
+func (a *Adapter) busyWaiting(id string) bool {
+	a.mu.Lock()
+	s := a.sessions[id]
+	a.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting > 0
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
