@@ -329,3 +329,38 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+func TestSessionDeletedWhileItsAgentLoadsIt(t *testing.T) {
+	// A session deleted while its agent answers session/load (its first
+	// prompt after a restart) leaves no binding on the connection. The
+	// load's answer bound it again: the connection kept routing the ACP
+	// session to the deleted runtime for as long as the agent ran.
+	db := tempDB(t)
+	agent := &fakeAgent{loadSession: true} // it knows its sessions across processes
+	h1 := newHarness(t, harnessOptions{dbPath: db, agent: agent})
+	id := h1.newSession()
+	h1.prompt(id, "first")
+	h1.close()
+
+	agent.received, agent.loadGate = make(chan string, 64), make(chan struct{})
+	h := newHarness(t, harnessOptions{dbPath: db, agent: agent})
+	ev := h.events("/event")
+	h.ok("POST", "/session/"+id+"/prompt_async", promptBody("second"), nil)
+	agent.await(t, "session/load")
+	h.ok("DELETE", "/session/"+id, "", nil)
+	close(agent.loadGate)
+	ev.until("session.deleted")
+	// Another session's prompt on the same connection: the load's answer,
+	// read before it, has been handled.
+	h.prompt(h.newSession(), "hi")
+	h.a.mu.Lock()
+	slot := h.a.conns["fake"]
+	h.a.mu.Unlock()
+	slot.conn.mu.Lock()
+	defer slot.conn.mu.Unlock()
+	for acpID, s := range slot.conn.sessions {
+		if s.id == id {
+			t.Errorf("ACP session %s still routed to the deleted session %s", acpID, id)
+		}
+	}
+}

@@ -241,6 +241,11 @@ func (s *session) bind(ctx context.Context) (*agentConn, string, error) {
 		res, err := c.call(ctx, "session/load", map[string]any{"sessionId": acpID, "cwd": dir, "mcpServers": []any{}}, timeout)
 		s.mu.Lock()
 		s.loading = false
+		if s.gone { // deleted meanwhile: detach found no binding to undo
+			s.mu.Unlock()
+			c.unbind(acpID)
+			return nil, "", errNotFound("Session not found: " + s.id)
+		}
 		if err == nil {
 			s.conn, s.model = c, ""
 			s.sessionConfig(res)
