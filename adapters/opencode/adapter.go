@@ -155,10 +155,14 @@ type Adapter struct {
 }
 
 // connSlot serialises starting an agent's connection: sem is a one-slot
-// semaphore held while dialing.
+// semaphore held while dialing. users counts the callers of connFor
+// holding it (guarded by Adapter.mu): a slot with no connection and no
+// user is dropped, so agents that never connected (a provider no agent
+// answers to) leave nothing behind.
 type connSlot struct {
-	sem  chan struct{}
-	conn *agentConn
+	sem   chan struct{}
+	conn  *agentConn
+	users int
 }
 
 // New builds the adapter. Close it when the daemon stops.

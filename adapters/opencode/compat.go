@@ -172,11 +172,15 @@ func (a *Adapter) getConfig(w http.ResponseWriter, _ *http.Request) error {
 	cfg := a.config
 	a.mu.Unlock()
 	if cfg == nil {
-		cfg = json.RawMessage(`{"agent":{},"mode":{},"plugin":[],"command":{},"provider":{},"mcp":{}}`)
+		cfg = defaultConfig
 	}
 	writeRaw(w, cfg)
 	return nil
 }
+
+// defaultConfig is the configuration before any PATCH: the keys native
+// OpenCode's always has, empty.
+var defaultConfig = json.RawMessage(`{"agent":{},"mode":{},"plugin":[],"command":{},"provider":{},"mcp":{}}`)
 
 // maxConfigBytes bounds the configuration PATCH /config keeps.
 const maxConfigBytes = 256 << 10
@@ -190,9 +194,11 @@ func (a *Adapter) patchConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.mu.Lock()
 	cur := map[string]json.RawMessage{}
-	if a.config != nil {
-		_ = json.Unmarshal(a.config, &cur)
+	base := a.config
+	if base == nil {
+		base = defaultConfig
 	}
+	_ = json.Unmarshal(base, &cur)
 	for k, v := range patch {
 		cur[k] = v
 	}

@@ -22,6 +22,9 @@ type fakeAgent struct {
 	loadSession  bool // advertise session/load
 	ignoreCancel bool // session/cancel does nothing
 	models       bool // offer the model as a config option
+	// loadGate, when set, holds each session/load's answer until it can
+	// receive.
+	loadGate chan struct{}
 	// received, when set, hears each method the agent reads (buffered by
 	// the test; the agent blocks on a full channel).
 	received chan string
@@ -258,6 +261,9 @@ func (f *fakeAgent) run(_ domain.LaunchSpec, p *porttest.FakeProcess) {
 			mu.Unlock()
 			update(prm.SessionID, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]string{"type": "text", "text": "(history)"}})
 			say(prm.SessionID, "(history)")
+			if f.loadGate != nil {
+				<-f.loadGate
+			}
 			reply(map[string]any{})
 		case "session/set_config_option":
 			f.mu.Lock()

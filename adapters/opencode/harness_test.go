@@ -33,6 +33,7 @@ type harnessOptions struct {
 	dbPath string // "" in memory
 	cfg    func(*Config)
 	store  StoreOptions
+	launch porttest.LaunchFunc // nil: porttest.LaunchAny
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -46,7 +47,11 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	runner := &porttest.FakeRunner{Agent: o.agent.run}
-	instances := acp.NewInstances(acp.Options{StopGrace: time.Second}, runner, porttest.LaunchAny)
+	launch := porttest.LaunchAny
+	if o.launch != nil {
+		launch = o.launch
+	}
+	instances := acp.NewInstances(acp.Options{StopGrace: time.Second}, runner, launch)
 	cfg := Config{Instances: instances, Store: store, DefaultAgent: "fake", Directory: "/work", Version: "test", AnswerDelay: -1}
 	if o.cfg != nil {
 		o.cfg(&cfg)

@@ -1,15 +1,21 @@
 package opencode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
+	"github.com/sandbox-agent-go/sandbox-agent/ports/porttest"
 )
 
 func TestEscapedSlashesInAnIDAreNotAPath(t *testing.T) {
@@ -148,6 +154,213 @@ func TestHeadOfAnEventStreamEnds(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("HEAD %s: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+func TestUnknownProvidersLeaveNothingBehind(t *testing.T) {
+	// A prompt naming a provider no agent answers to fails its turn; it
+	// left an entry for that agent in the adapter's connections, one per
+	// name for as long as the daemon ran: a client naming new providers
+	// grew the daemon's memory without bound.
+	h := newHarness(t, harnessOptions{launch: porttest.LaunchOnly("fake")})
+	for i := range 20 {
+		id := h.newSession()
+		body := fmt.Sprintf(`{"model":{"providerID":"nope%d","modelID":"m"},"parts":[{"type":"text","text":"hi"}]}`, i)
+		var m wireMessage
+		h.ok("POST", "/session/"+id+"/message", body, &m)
+		if m.Info["error"] == nil {
+			t.Fatalf("a prompt to agent nope%d: %v", i, m.Info)
+		}
+	}
+	if got := h.prompt(h.newSession(), "hi").text(); got != "echo: hi" {
+		t.Errorf("the default agent after: %q", got)
+	}
+	h.a.mu.Lock()
+	n := len(h.a.conns)
+	h.a.mu.Unlock()
+	if n > 1 {
+		t.Errorf("%d agent connection entries, want at most 1 (the agent that runs)", n)
+	}
+}
+
+func TestConfigPatchKeepsTheDefaults(t *testing.T) {
+	// PATCH /config merges into the configuration GET /config answers, as
+	// native OpenCode's (whose configuration always has agent, mode,
+	// plugin and command). The first PATCH was merged into nothing, so a
+	// client setting one key lost the others (and PATCH null cleared
+	// them).
+	h := newHarness(t, harnessOptions{})
+	for _, body := range []string{`null`, `{"theme":"dark"}`} {
+		h.ok("PATCH", "/config", body, nil)
+	}
+	var cfg map[string]json.RawMessage
+	h.ok("GET", "/config", "", &cfg)
+	for _, k := range []string{"agent", "mode", "plugin", "command", "provider", "mcp", "theme"} {
+		if cfg[k] == nil {
+			t.Errorf("GET /config after PATCH has no %q: %v", k, cfg)
+		}
+	}
+}
+
+func TestPromptNamesAreBounded(t *testing.T) {
+	// A prompt's agent and model name are copied into the user and the
+	// assistant message, each written and published more than once: a
+	// 30 MiB agent name took 380 MB of the daemon's memory and 220 MB of
+	// database for one request. They are names: past 256 bytes, 400.
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	long := strings.Repeat("x", maxNameBytes+1)
+	for name, body := range map[string]string{
+		"agent":   `{"agent":"` + long + `","parts":[{"type":"text","text":"hi"}]}`,
+		"modelID": `{"model":{"providerID":"fake","modelID":"` + long + `"},"parts":[{"type":"text","text":"hi"}]}`,
+	} {
+		for _, route := range []string{"message", "prompt_async"} {
+			if code, b := h.do("POST", "/session/"+id+"/"+route, body); code != http.StatusBadRequest {
+				t.Errorf("%s of %d bytes to %s: %d %.200s, want 400", name, len(long), route, code, b)
+			}
+		}
+	}
+	if code, b := h.do("POST", "/session/"+id+"/command", `{"command":"x","agent":"`+long+`"}`); code != http.StatusBadRequest {
+		t.Errorf("command with a long agent: %d %.200s, want 400", code, b)
+	}
+	ok := strings.Repeat("x", maxNameBytes)
+	h.ok("POST", "/session/"+id+"/message", `{"agent":"`+ok+`","model":{"providerID":"fake","modelID":"`+ok+`"},"parts":[{"type":"text","text":"hi"}]}`, nil)
+}
+
+func TestHeartbeatWhileOtherDirectoriesAreBusy(t *testing.T) {
+	// A stream of one directory gets server.heartbeat after Heartbeat
+	// without an event of its own. It got one only when no event of any
+	// directory came for that long: while another directory was busy, it
+	// got nothing at all (and a proxy's idle timeout cut it).
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.Heartbeat = 50 * time.Millisecond }})
+	ev := h.events("/event?directory=/mine")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h.a.publishIn("/other", "test.busy", map[string]string{})
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case e, ok := <-ev.events:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if e.Type == "server.heartbeat" {
+				return
+			}
+			t.Errorf("an event of another directory: %s", e.Raw)
+		case <-deadline:
+			t.Fatal("no heartbeat within 5 s while another directory was busy")
+		}
+	}
+}
+
+func TestClientLeavingAQueuedPromptIsNoError(t *testing.T) {
+	// A synchronous prompt whose client leaves while it waits behind
+	// another turn gives its place back quietly. It was logged as a
+	// failed request ("request failed … context canceled", level ERROR),
+	// as if the daemon had failed.
+	var logs syncBuffer
+	agent := &fakeAgent{received: make(chan string, 64)}
+	h := newHarness(t, harnessOptions{agent: agent, cfg: func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}})
+	id := h.newSession()
+	h.ok("POST", "/session/"+id+"/prompt_async", promptBody("slow"), nil)
+	agent.await(t, "session/prompt")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+"/opencode/session/"+id+"/message", strings.NewReader(promptBody("queued")))
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for !h.a.busyWaiting(id) {
+		runtime.Gosched()
+	}
+	cancel()
+	<-done
+	h.ok("POST", "/session/"+id+"/abort", "", nil)
+	h.prompt(id, "after") // the place was given back; the session runs on
+	h.close()
+	if s := logs.String(); strings.Contains(s, "request failed") {
+		t.Errorf("a client leaving was logged as a failure:\n%s", s)
+	}
+}
+
+// busyWaiting reports whether a prompt of session id waits for its turn.
+func (a *Adapter) busyWaiting(id string) bool {
+	a.mu.Lock()
+	s := a.sessions[id]
+	a.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting > 0
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestSessionDeletedWhileItsAgentLoadsIt(t *testing.T) {
+	// A session deleted while its agent answers session/load (its first
+	// prompt after a restart) leaves no binding on the connection. The
+	// load's answer bound it again: the connection kept routing the ACP
+	// session to the deleted runtime for as long as the agent ran.
+	db := tempDB(t)
+	agent := &fakeAgent{loadSession: true} // it knows its sessions across processes
+	h1 := newHarness(t, harnessOptions{dbPath: db, agent: agent})
+	id := h1.newSession()
+	h1.prompt(id, "first")
+	h1.close()
+
+	agent.received, agent.loadGate = make(chan string, 64), make(chan struct{})
+	h := newHarness(t, harnessOptions{dbPath: db, agent: agent})
+	ev := h.events("/event")
+	h.ok("POST", "/session/"+id+"/prompt_async", promptBody("second"), nil)
+	agent.await(t, "session/load")
+	h.ok("DELETE", "/session/"+id, "", nil)
+	close(agent.loadGate)
+	ev.until("session.deleted")
+	// Another session's prompt on the same connection: the load's answer,
+	// read before it, has been handled.
+	h.prompt(h.newSession(), "hi")
+	h.a.mu.Lock()
+	slot := h.a.conns["fake"]
+	h.a.mu.Unlock()
+	slot.conn.mu.Lock()
+	defer slot.conn.mu.Unlock()
+	for acpID, s := range slot.conn.sessions {
+		if s.id == id {
+			t.Errorf("ACP session %s still routed to the deleted session %s", acpID, id)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +50,9 @@ func errUnsupported(what string) error {
 // (domain.Error: unsupported agent 400, not installed, too many
 // instances…); anything else is a 500 whose detail is logged, not sent.
 func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return // the client left (a prompt waiting for its turn, a listing): no failure, no one to answer
+	}
 	var he *httpError
 	var de *domain.Error
 	switch {

@@ -241,6 +241,11 @@ func (s *session) bind(ctx context.Context) (*agentConn, string, error) {
 		res, err := c.call(ctx, "session/load", map[string]any{"sessionId": acpID, "cwd": dir, "mcpServers": []any{}}, timeout)
 		s.mu.Lock()
 		s.loading = false
+		if s.gone { // deleted meanwhile: detach found no binding to undo
+			s.mu.Unlock()
+			c.unbind(acpID)
+			return nil, "", errNotFound("Session not found: " + s.id)
+		}
 		if err == nil {
 			s.conn, s.model = c, ""
 			s.sessionConfig(res)
@@ -348,7 +353,14 @@ func (a *Adapter) connFor(ctx context.Context, agent string) (*agentConn, error)
 		slot = &connSlot{sem: make(chan struct{}, 1)}
 		a.conns[agent] = slot
 	}
+	slot.users++
 	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		slot.users--
+		a.dropSlotLocked(agent, slot)
+		a.mu.Unlock()
+	}()
 	select {
 	case slot.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -378,6 +390,15 @@ func (a *Adapter) forgetConn(c *agentConn) {
 	defer a.mu.Unlock()
 	if slot := a.conns[c.agent]; slot != nil && slot.conn == c {
 		slot.conn = nil
+		a.dropSlotLocked(c.agent, slot)
+	}
+}
+
+// dropSlotLocked forgets an agent's slot that has no connection and no
+// user. Called with a.mu held.
+func (a *Adapter) dropSlotLocked(agent string, slot *connSlot) {
+	if slot.users == 0 && slot.conn == nil && a.conns[agent] == slot {
+		delete(a.conns, agent)
 	}
 }
 

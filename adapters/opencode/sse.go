@@ -98,22 +98,31 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request, global boo
 		return nil
 	}
 	buf := make([]acp.Event, 0, 256)
+	// lastWrite is when the client was last sent something: a stream of
+	// one directory gets its heartbeat while other directories are busy.
+	lastWrite := time.Now()
 	for {
 		evs, gap, err := cur.Read(r.Context(), buf[:0], 256, a.cfg.Heartbeat)
 		if err != nil || gap != nil {
 			return nil
 		}
 		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout))
-		if len(evs) == 0 {
-			write(0, a.cfg.Directory, []byte(`{"type":"server.heartbeat","properties":{}}`))
-		}
+		sent := false
 		for _, e := range evs {
 			if dir == "" || e.Stream == dir {
 				write(e.Seq, e.Stream, e.Data)
+				sent = true
 			}
 		}
-		if bw.Flush() != nil || rc.Flush() != nil {
-			return nil
+		if !sent && time.Since(lastWrite) >= a.cfg.Heartbeat {
+			write(0, a.cfg.Directory, []byte(`{"type":"server.heartbeat","properties":{}}`))
+			sent = true
+		}
+		if sent {
+			lastWrite = time.Now()
+			if bw.Flush() != nil || rc.Flush() != nil {
+				return nil
+			}
 		}
 		if len(evs) > 0 {
 			cur.Ack(evs[len(evs)-1].Seq)

@@ -59,12 +59,20 @@ type inputPart struct {
 // maxInputParts bounds the parts of one prompt.
 const maxInputParts = 256
 
+// maxNameBytes bounds the names a prompt gives (its agent, its model's
+// id): each is copied into both messages of the turn, written and
+// published more than once.
+const maxNameBytes = 256
+
 func (in *promptInput) validate() error {
 	if len(in.Parts) == 0 {
 		return errBadRequest("parts: a prompt needs at least one part")
 	}
 	if len(in.Parts) > maxInputParts {
 		return errBadRequest("parts: at most 256 parts per prompt")
+	}
+	if len(in.Agent) > maxNameBytes || in.Model != nil && len(in.Model.ModelID) > maxNameBytes {
+		return errBadRequest("agent and model.modelID must be names of at most %d bytes", maxNameBytes)
 	}
 	if in.MessageID != "" && !validClientID(in.MessageID, "msg") {
 		return errBadRequest("messageID must be msg_ followed by up to 60 letters, digits, '_' or '-'")
