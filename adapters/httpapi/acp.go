@@ -140,8 +140,8 @@ func registerACP(api huma.API, cfg *Config) {
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer cur.Close()
-			_, w := route.Unwrap(hctx)
-			cfg.env.StreamSSE(hctx.Context(), w, cur)
+			r, w := route.Unwrap(hctx)
+			cfg.env.StreamSSE(hctx.Context(), w, r, cur)
 		}}, nil
 	})
 

@@ -271,8 +271,8 @@ func streamACPStd(cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error)
 	}
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer st.Close()
-		_, w := route.Unwrap(hctx)
-		cfg.env.StreamSSE(hctx.Context(), w, st)
+		r, w := route.Unwrap(hctx)
+		cfg.env.StreamSSE(hctx.Context(), w, r, st)
 	}}, nil
 }
 

@@ -302,8 +302,8 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer f.Close()
-			_, w := route.Unwrap(hctx)
-			streamProcessLogs(hctx.Context(), w, f, processes.NewEncoder(q.Encoding), env)
+			r, w := route.Unwrap(hctx)
+			streamProcessLogs(hctx.Context(), w, r, f, processes.NewEncoder(q.Encoding), env)
 		}}, nil
 	}))
 
@@ -396,8 +396,8 @@ func hctxWriter(hctx huma.Context) http.ResponseWriter {
 // deleted, the client leaves, or a write stalls past the stream write
 // timeout. Like streamSSE, it clears the server's write deadline and sets
 // one per write round instead.
-func streamProcessLogs(ctx context.Context, w http.ResponseWriter, f *processes.Follower, entries *processes.Encoder, env *route.Env) {
-	rc, bw, ok := route.StartSSE(w)
+func streamProcessLogs(ctx context.Context, w http.ResponseWriter, r *http.Request, f *processes.Follower, entries *processes.Encoder, env *route.Env) {
+	rc, bw, ok := route.StartSSE(w, r)
 	defer route.ClearDeadline(rc)
 	if !ok {
 		return

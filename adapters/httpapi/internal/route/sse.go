@@ -26,8 +26,8 @@ type EventSource interface {
 // deleted, daemon stopping), the client leaves, or a write stalls for longer
 // than the stream write timeout. Server write timeouts must not cut streams,
 // so the deadline is cleared here and set per write round instead.
-func (e *Env) StreamSSE(ctx context.Context, w http.ResponseWriter, cur EventSource) {
-	rc, bw, ok := StartSSE(w)
+func (e *Env) StreamSSE(ctx context.Context, w http.ResponseWriter, r *http.Request, cur EventSource) {
+	rc, bw, ok := StartSSE(w, r)
 	defer ClearDeadline(rc)
 	if !ok {
 		return

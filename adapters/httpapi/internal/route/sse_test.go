@@ -176,7 +176,7 @@ func TestStreamSSEConsecutiveGapsAreContiguous(t *testing.T) {
 		}
 	}
 	e := &Env{Heartbeat: time.Hour, StreamWriteTimeout: time.Minute}
-	e.StreamSSE(context.Background(), w, cur)
+	e.StreamSSE(context.Background(), w, httptest.NewRequest("GET", "/", nil), cur)
 
 	frames := parseFrames(t, w.body.Bytes())
 	if len(frames) < 2 || frames[0].id != 0 || frames[1].id != 0 {
@@ -215,7 +215,7 @@ func TestStreamSSEWriteFailureEndsStream(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&Env{Heartbeat: time.Hour, StreamWriteTimeout: time.Minute}).StreamSSE(context.Background(), w, cur)
+		(&Env{Heartbeat: time.Hour, StreamWriteTimeout: time.Minute}).StreamSSE(context.Background(), w, httptest.NewRequest("GET", "/", nil), cur)
 	}()
 	select {
 	case <-done:
@@ -268,7 +268,7 @@ func TestStreamSSEWriteTimeoutOverSocket(t *testing.T) {
 		defer close(done)
 		cur := log.Subscribe(nil)
 		defer cur.Close()
-		e.StreamSSE(r.Context(), w, cur)
+		e.StreamSSE(r.Context(), w, r, cur)
 	}))
 	defer srv.Close()
 
