@@ -364,3 +364,26 @@ func TestSessionDeletedWhileItsAgentLoadsIt(t *testing.T) {
 		}
 	}
 }
+
+// An error answer repeats at most a kilobyte of what the client sent: an
+// unknown id of 200 KB in the path was echoed whole in its 404.
+func TestErrorsRepeatLittleOfTheRequest(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	long := strings.Repeat("a", 200<<10)
+	resp, err := http.Get(h.srv.URL + "/opencode/session/" + long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e struct {
+		Name string
+		Data struct{ Message string }
+	}
+	if resp.StatusCode != http.StatusNotFound || json.Unmarshal(b, &e) != nil || e.Name != "NotFoundError" {
+		t.Fatalf("%d %.200s", resp.StatusCode, b)
+	}
+	if len(b) > 2048 || !strings.HasSuffix(e.Data.Message, "…") {
+		t.Errorf("a %d-byte answer (message %.80s…)", len(b), e.Data.Message)
+	}
+}

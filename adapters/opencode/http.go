@@ -46,6 +46,9 @@ func errUnsupported(what string) error {
 	return &httpError{status: http.StatusBadRequest, name: "UnsupportedError", msg: what + " is not supported by sandbox-agent's OpenCode API (see docs/opencode.md)"}
 }
 
+// maxErrorMessage bounds the message of an error answer.
+const maxErrorMessage = 1024
+
 // writeError answers err. Errors of the daemon's kinds keep their status
 // (domain.Error: unsupported agent 400, not installed, too many
 // instances…); anything else is a 500 whose detail is logged, not sent.
@@ -63,6 +66,13 @@ func (a *Adapter) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		a.log.Error("opencode: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		he = &httpError{status: http.StatusInternalServerError, name: "UnknownError", msg: "internal error"}
 	}
+	// A message names what the client sent (an id from the path, up to
+	// the header limit): repeat at most a kilobyte of it.
+	msg := he.msg
+	if len(msg) > maxErrorMessage {
+		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "…"
+	}
+	he = &httpError{status: he.status, name: he.name, msg: msg}
 	if he.status == http.StatusBadRequest && he.name == "BadRequest" {
 		writeJSON(w, he.status, map[string]any{"data": nil, "errors": []map[string]string{{"message": he.msg}}, "success": false})
 		return
