@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -385,5 +386,30 @@ func TestErrorsRepeatLittleOfTheRequest(t *testing.T) {
 	}
 	if len(b) > 2048 || !strings.HasSuffix(e.Data.Message, "…") {
 		t.Errorf("a %d-byte answer (message %.80s…)", len(b), e.Data.Message)
+	}
+}
+
+// Nothing written for a session after its DELETE brings it back: a PATCH
+// that found the session before the DELETE and wrote after it put its row
+// back in the database (it reappeared in listings and after a restart).
+func TestNoWriteAfterDelete(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	s, err := h.a.sessionFor(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ok("DELETE", "/session/"+id, "", nil)
+	// What a PATCH that had found s before the DELETE does next.
+	s.mu.Lock()
+	s.info.Title = "late"
+	s.touched()
+	s.putMessage(&messageInfo{ID: "msg_late", SessionID: id, Role: "user"})
+	s.mu.Unlock()
+	if _, err := h.store.session(context.Background(), id); !errors.Is(err, errNoSession) {
+		t.Errorf("the deleted session's row after a late write: %v", err)
+	}
+	if ok, err := h.store.hasMessage(context.Background(), id, "msg_late"); ok || err != nil {
+		t.Errorf("a message row of the deleted session: %v %v", ok, err)
 	}
 }

@@ -169,6 +169,10 @@ func (a *Adapter) patchSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.mu.Lock()
+	if s.gone { // deleted while the body was read
+		s.mu.Unlock()
+		return errNotFound("Session not found: " + s.id)
+	}
 	if in.Title != nil {
 		s.info.Title = truncate(*in.Title, 1024)
 	}

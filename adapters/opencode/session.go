@@ -142,6 +142,9 @@ const defaultTitlePrefix = "New session - "
 
 // save writes the session's row. The caller holds no lock, or s.mu.
 func (s *session) save(ctx context.Context) error {
+	if s.gone {
+		return nil // deleted: a late write would bring its row back
+	}
 	info, err := json.Marshal(&s.info)
 	if err != nil {
 		return err

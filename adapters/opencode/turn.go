@@ -403,7 +403,9 @@ func (s *session) putMessage(m *messageInfo) {
 	if err != nil {
 		return
 	}
-	s.persist(s.a.store.putMessage(dbctx, s.id, m.ID, b))
+	if !s.gone { // deleted: a late write would leave rows of no session
+		s.persist(s.a.store.putMessage(dbctx, s.id, m.ID, b))
+	}
 	seq := s.publish("message.updated", map[string]any{"info": json.RawMessage(b), "sessionID": s.id})
 	if s.turn != nil {
 		s.turn.lastSeq = seq
@@ -442,7 +444,7 @@ func (s *session) putPart(t *turn, p *part, delta string) {
 			return
 		}
 	}
-	if write {
+	if write && !s.gone {
 		s.persist(s.a.store.putPart(dbctx, s.id, p.MessageID, p.ID, b))
 		if t != nil {
 			t.saved[p] = len(p.Text)
