@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -411,5 +412,20 @@ func TestNoWriteAfterDelete(t *testing.T) {
 	}
 	if ok, err := h.store.hasMessage(context.Background(), id, "msg_late"); ok || err != nil {
 		t.Errorf("a message row of the deleted session: %v %v", ok, err)
+	}
+}
+
+// A DELETE whose client has left still deletes the session's row: the
+// session was gone from memory but its row stayed, and it came back at
+// the next start.
+func TestDeleteOfAClientThatLeft(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, "DELETE", "/opencode/session/"+id, nil)
+	h.a.ServeHTTP(httptest.NewRecorder(), req)
+	if _, err := h.store.session(context.Background(), id); !errors.Is(err, errNoSession) {
+		t.Errorf("the session's row after a DELETE whose client left: %v", err)
 	}
 }

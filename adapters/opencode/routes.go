@@ -195,7 +195,9 @@ func (a *Adapter) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	delete(a.sessions, s.id)
 	a.mu.Unlock()
 	s.detach()
-	if err := a.store.deleteSession(r.Context(), s.id); err != nil {
+	// Not the request's context: once the session is gone from memory,
+	// its row must go too, even if the client has left.
+	if err := a.store.deleteSession(dbctx, s.id); err != nil {
 		return err
 	}
 	info := s.snapshot()
