@@ -816,3 +816,56 @@ func TestFaultFSProcFiles(t *testing.T) {
 		t.Errorf("HEAD /proc/version: %d %q", st, b)
 	}
 }
+
+// A move with overwrite to another filesystem fails (the kernel's rename
+// cannot cross one: 502 "invalid cross-device link") and leaves both
+// sides as they were; the destination was removed before the rename was
+// tried, so a failed move destroyed it. /dev/shm is a tmpfs where the
+// machine has one apart from the home directory's filesystem.
+func TestFaultMoveAcrossFilesystemsKeepsBoth(t *testing.T) {
+	t.Parallel()
+	shm, err := os.MkdirTemp("/dev/shm", "sandbox-agent-e2e-")
+	if err != nil {
+		t.Skip("no /dev/shm:", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	d := harness.Start(t, harness.Options{})
+	var a, b syscall.Stat_t
+	if syscall.Stat(shm, &a) != nil || syscall.Stat(d.Home, &b) != nil || a.Dev == b.Dev {
+		t.Skip("/dev/shm is on the home directory's filesystem here")
+	}
+	for _, kind := range []string{"dir", "file"} {
+		src, dst := filepath.Join(shm, kind), filepath.Join(d.Home, "target-"+kind)
+		if kind == "dir" {
+			for _, p := range []string{filepath.Join(src, "new.txt"), filepath.Join(dst, "keep.txt")} {
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(kind), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		} else {
+			_ = os.WriteFile(src, []byte("new"), 0o644)
+			_ = os.WriteFile(dst, []byte("keep"), 0o644)
+		}
+		body, _ := json.Marshal(map[string]any{"from": src, "to": dst, "overwrite": true})
+		st, h, resp := d.Do("POST", "/v1/fs/move", body, "Content-Type", "application/json")
+		if problemOf(t, st, h, resp); st != 502 || !strings.Contains(string(resp), "cross-device") {
+			t.Errorf("%s: %d %s", kind, st, resp)
+		}
+		keep := dst
+		if kind == "dir" {
+			keep = filepath.Join(dst, "keep.txt")
+		}
+		if _, err := os.Stat(keep); err != nil {
+			t.Errorf("%s: the destination after a failed move: %v", kind, err)
+		}
+		if _, err := os.Stat(src); err != nil {
+			t.Errorf("%s: the source after a failed move: %v", kind, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(d.Home, ".target-*")); len(left) > 0 {
+			t.Errorf("%s: left behind: %v", kind, left)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/spf13/afero"
 
@@ -396,7 +398,7 @@ func (f *Files) ensureDir(dir, shown string) error {
 
 // Move renames from to to, creating to's parents. An existing to is
 // replaced only with overwrite, and never when it is a device, a FIFO or a
-// socket. Moves that would destroy their own source
+// socket; a move that fails leaves it as it was. Moves that would destroy their own source
 // (onto itself, or over a directory holding it) are refused.
 func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (string, string, error) {
 	src, err := f.Resolve(from)
@@ -413,7 +415,8 @@ func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (stri
 	if err := guardPath(f.Secrets, dst, dst, false); err != nil {
 		return "", "", err
 	}
-	if _, err := f.lstat(src); err != nil {
+	srcInfo, err := f.lstat(src)
+	if err != nil {
 		return "", "", fsError(src, err)
 	}
 	if src == dst {
@@ -422,6 +425,7 @@ func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (stri
 	if _, inside := domain.RootRelative(src, dst); inside {
 		return "", "", domain.InvalidRequest("cannot move a directory into itself: %s", dst)
 	}
+	var aside string // where a replaced destination waits until the move is done
 	if fi, err := f.lstat(dst); err == nil {
 		if !overwrite {
 			return "", "", domain.InvalidRequest("destination already exists: %s", dst)
@@ -434,12 +438,18 @@ func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (stri
 			// file (a move over /dev/null as root breaks the box).
 			return "", "", fsError(dst, domain.ErrNotRegular)
 		}
-		remove := f.Fs.Remove
-		if fi.IsDir() {
-			remove = f.Fs.RemoveAll
-		}
-		if err := remove(dst); err != nil {
-			return "", "", fsError(dst, err)
+		if fi.IsDir() || srcInfo.IsDir() {
+			// A rename replaces a file by a file itself, atomically;
+			// anything else needs the destination out of the way. It
+			// is renamed aside in its own directory (the same
+			// filesystem, so that cannot fail for being another one)
+			// and removed only once the move is done: a move that
+			// fails (another filesystem: "invalid cross-device link")
+			// puts it back instead of having destroyed it.
+			aside = path.Join(path.Dir(dst), "."+path.Base(dst)+".sandbox-agent-replaced-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+			if err := f.Fs.Rename(dst, aside); err != nil {
+				return "", "", fsError(dst, err)
+			}
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", "", fsError(dst, err)
@@ -448,7 +458,13 @@ func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) (stri
 		return "", "", err
 	}
 	if err := f.Fs.Rename(src, dst); err != nil {
+		if aside != "" {
+			_ = f.Fs.Rename(aside, dst)
+		}
 		return "", "", fsError(src, err)
+	}
+	if aside != "" {
+		_ = f.Fs.RemoveAll(aside) // the move is done; what is left of the old one is not the client's concern
 	}
 	return src, dst, nil
 }
