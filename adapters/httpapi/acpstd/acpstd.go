@@ -207,6 +207,9 @@ func parseStdFrame(body []byte) (domain.Frame, error) {
 	case err != nil:
 		return frame, route.Invalid("invalid JSON body: %v", err)
 	}
+	if err := domain.CheckRequestID(frame); err != nil {
+		return frame, route.Invalid("%v", err)
+	}
 	return frame, nil
 }
 

@@ -198,7 +198,8 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *server,
 			msg = "JSON-RPC batches are not supported"
 		case !json.Valid(data):
 			code, msg = -32700, "Parse error"
-		case isAmbiguous(data):
+		case isAmbiguous(data) || f.Kind == domain.FrameRequest:
+			// An ambiguous member, or a request id no answer could carry.
 			msg = "Invalid Request: " + route.ProblemFor(ctx, err).Detail
 		}
 		wsReply(ctx, ws, cfg, nil, code, msg)

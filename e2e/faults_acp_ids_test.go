@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
+)
+
+// A request whose id is an object, an array or a boolean can never be
+// answered by id: JSON-RPC allows only a string, a number or null, so an
+// agent answers it with id null (acp-go-sdk and the TypeScript SDK both do).
+// The POST used to wait for that answer until the request timeout (120 s,
+// forever with 0), and the agent's id-null error could answer another
+// client's pending id-null request. Such a request is refused at once with
+// a 400 problem, on both transports, and never reaches the agent.
+func TestFaultStructuredRequestIDs(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{})
+	client := &http.Client{Timeout: 10 * time.Second}
+	post := func(path string, body string, headers ...string) (int, []byte) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.URL+path, bytes.NewReader([]byte(body)))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("POST %s %s: %v (the POST hung)", path, body, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if st, b := post("/v1/acp/ids?agent=mock", initMsg); st != 200 {
+		t.Fatalf("initialize: %d %s", st, b)
+	}
+	conn := stdConnect(t, d)
+	for _, id := range []string{`{"a":1}`, `[1]`, `[]`, `true`, `false`} {
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"_mock/echo"}`
+		for _, tc := range []struct {
+			path    string
+			headers []string
+		}{
+			{"/v1/acp/ids", nil},
+			{"/acp/mock", []string{"Acp-Connection-Id", conn}},
+		} {
+			st, b := post(tc.path, body, tc.headers...)
+			p := parseProblem(t, b)
+			if st != 400 || p.Type != "urn:sandbox-agent:error:invalid_request" || !strings.Contains(p.Detail, "id must be a string, a number or null") {
+				t.Fatalf("%s %s: %d %s", tc.path, body, st, b)
+			}
+		}
+	}
+	// Valid ids still pass, null included.
+	for _, id := range []string{`null`, `0`, `-1.5e3`, `"x"`} {
+		st, b := post("/v1/acp/ids", `{"jsonrpc":"2.0","id":`+id+`,"method":"_mock/echo"}`)
+		if st != 200 || !strings.Contains(string(b), `"echoedMethod"`) {
+			t.Fatalf("id %s: %d %s", id, st, b)
+		}
+	}
+	// The agent saw none of the refused requests: nothing it wrote has id null
+	// but the answer to the valid id-null request.
+	s := d.Stream("/v1/acp/ids")
+	defer s.Close()
+	nulls := 0
+	for {
+		ev := s.NextWithin(t, 5*time.Second)
+		if strings.Contains(ev.Data, `"id":null`) {
+			nulls++
+		}
+		if strings.Contains(ev.Data, `"id":"x"`) {
+			break
+		}
+	}
+	if nulls != 1 {
+		t.Fatalf("%d id-null answers on the stream, want 1", nulls)
+	}
+}
