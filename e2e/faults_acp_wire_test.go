@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -83,5 +85,48 @@ func TestFaultStructuredRequestIDs(t *testing.T) {
 	}
 	if nulls != 1 {
 		t.Fatalf("%d id-null answers on the stream, want 1", nulls)
+	}
+}
+
+// A raw CR is whitespace to JSON, so an agent may write one inside a line,
+// but it ends a line in Server-Sent Events: sent as it was, it cut the
+// event's data in two for every SSE client (the JSON they got was broken,
+// the rest taken for an unknown field). Such a line is compacted
+// (whitespace only) before it is logged, as a POSTed body with raw line
+// breaks is; the POST's answer is the same bytes as the stream's.
+func TestFaultAgentLineWithCR(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
+	if st, b := d.Post("/v1/acp/cr?agent=test", `{"jsonrpc":"2.0","id":1,"method":"initialize"}`); st != 200 {
+		t.Fatalf("initialize: %d %s", st, b)
+	}
+	st, b := d.Post("/v1/acp/cr", `{"jsonrpc":"2.0","id":2,"method":"crlf"}`)
+	if want := `{"jsonrpc":"2.0","id":2,"result":{"ok":true}}`; st != 200 || string(b) != want {
+		t.Fatalf("crlf: %d %q, want %q", st, b, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+"/v1/acp/cr", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Read the wire itself: the check is that no line of it holds a CR.
+	r := bufio.NewReader(resp.Body)
+	for got := 0; got < 5; { // initialize's answer, 3 lines with CRs, crlf's answer
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		if strings.ContainsRune(line, '\r') {
+			t.Fatalf("a raw CR on the event stream: %q", line)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			got++
+			if !json.Valid([]byte(data)) {
+				t.Fatalf("event data is not JSON: %q", data)
+			}
+		}
 	}
 }
