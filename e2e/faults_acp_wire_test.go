@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandbox-agent-go/sandbox-agent/e2e/internal/harness"
 )
@@ -128,5 +129,32 @@ func TestFaultAgentLineWithCR(t *testing.T) {
 				t.Fatalf("event data is not JSON: %q", data)
 			}
 		}
+	}
+}
+
+// A WebSocket text frame must be UTF-8 (RFC 6455 8.1): Node's ws, the SDK's
+// WebSocket in Node, and browsers fail the whole connection on one that is
+// not (ws: "invalid UTF-8 sequence", close 1006). An agent line whose JSON
+// strings hold invalid UTF-8 went out as it was and so ended the
+// connection. On the WebSocket each invalid byte becomes U+FFFD, which is
+// what a JSON decoder makes of it; the SSE streams keep the bytes.
+func TestFaultAgentInvalidUTF8OnWebSocket(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{Args: harness.WithTestAgent(t)})
+	c, _ := wsConnectTo(t, d, "test")
+	defer c.Close()
+	c.send(t, `{"jsonrpc":"2.0","id":2,"method":"badutf8"}`)
+	note := c.readText(t, 10*time.Second)
+	if !utf8.ValidString(note) {
+		t.Fatalf("a text frame that is not UTF-8: %q", note)
+	}
+	var m struct {
+		Params struct{ S string } `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(note), &m); err != nil || m.Params.S != "a\uFFFDb\uFFFD" {
+		t.Fatalf("notification %q: %v, s = %q", note, err, m.Params.S)
+	}
+	if got := c.readText(t, 10*time.Second); got != `{"jsonrpc":"2.0","id":2,"result":{}}` {
+		t.Fatalf("answer: %q", got)
 	}
 }

@@ -7,6 +7,8 @@
 //	request "crlf"           → writes a notification "cr", a message with two
 //	                           "method"s and an array, all with raw CRs as
 //	                           whitespace, then answers {"ok":true} the same way
+//	request "badutf8"        → writes a notification "bad" whose params.s holds
+//	                           invalid UTF-8 ("a\xffb\xc3"), then answers {}
 //	request "hang", "*/hang" → never answers
 //	request "wedge"          → stops reading stdin forever, never answers
 //	request anything else    → {"echoedMethod": ...} after params.delayMs
@@ -177,6 +179,9 @@ func handle(line []byte) {
 		reply(`{"bytes":` + strconv.Itoa(len(line)) + `,"sha256":"` + hex.EncodeToString(sum[:]) + `"}`)
 	case "garbage":
 		write([]byte("this is not json"))
+		reply(`{}`)
+	case "badutf8":
+		write([]byte("{\"jsonrpc\":\"2.0\",\"method\":\"bad\",\"params\":{\"s\":\"a\xffb\xc3\"}}"))
 		reply(`{}`)
 	case "crlf":
 		write([]byte("{\"jsonrpc\":\"2.0\",\r\"method\":\"cr\",\"params\":{\"a\":\r\r1}}"))

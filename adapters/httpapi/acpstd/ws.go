@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/danielgtaylor/huma/v2"
@@ -115,7 +116,7 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *s
 		}
 		for _, e := range evs {
 			wctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
-			err := ws.Write(wctx, websocket.MessageText, e.Data)
+			err := ws.Write(wctx, websocket.MessageText, textUTF8(e.Data))
 			done()
 			if err != nil {
 				return websocket.StatusPolicyViolation, "write timed out"
@@ -125,6 +126,28 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *s
 			st.Ack(evs[len(evs)-1].Seq)
 		}
 	}
+}
+
+// textUTF8 makes an agent's line fit a text frame, which must be UTF-8
+// (RFC 6455 section 8.1: Node's ws and browsers fail the connection on one
+// that is not). Invalid bytes can only be inside JSON strings of a valid
+// line; each becomes U+FFFD, as a JSON decoder reads it (Go's, and
+// JavaScript's TextDecoder). A valid line is returned as it is.
+func textUTF8(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n == 1 {
+			out = append(out, "\uFFFD"...)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // wsPingLoop keeps the socket alive through proxies and finds dead peers:
