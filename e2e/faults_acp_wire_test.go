@@ -158,3 +158,56 @@ func TestFaultAgentInvalidUTF8OnWebSocket(t *testing.T) {
 		t.Fatalf("answer: %q", got)
 	}
 }
+
+// Acp-Connection-Id and Acp-Session-Id are single-valued. Given twice with
+// different values, the daemon acted on the first while a proxy or a policy
+// reading the headers could take the last (as with Authorization, which
+// is refused given twice): a POST, GET or DELETE with either header more
+// than once is 400, and does nothing.
+func TestFaultACPStdRepeatedHeaders(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{})
+	cid := stdConnect(t, d)
+	other := stdConnect(t, d)
+	do := func(method, body string, headers ...string) (int, []byte) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, method, d.URL+"/acp/mock", strings.NewReader(body))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Add(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %v: %v", method, headers, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	ct := "Content-Type"
+	const js = "application/json"
+	sse := "text/event-stream"
+	for _, tc := range []struct {
+		method, body string
+		headers      []string
+	}{
+		{"POST", `{"jsonrpc":"2.0","method":"_mock/n"}`, []string{ct, js, "Acp-Connection-Id", cid, "Acp-Connection-Id", other}},
+		{"POST", `{"jsonrpc":"2.0","method":"_mock/n","params":{"sessionId":"a"}}`, []string{ct, js, "Acp-Connection-Id", cid, "Acp-Session-Id", "a", "Acp-Session-Id", "b"}},
+		{"GET", "", []string{"Accept", sse, "Acp-Connection-Id", cid, "Acp-Connection-Id", other}},
+		{"GET", "", []string{"Accept", sse, "Acp-Connection-Id", cid, "Acp-Session-Id", "a", "Acp-Session-Id", "b"}},
+		{"DELETE", "", []string{"Acp-Connection-Id", other, "Acp-Connection-Id", cid}},
+	} {
+		st, b := do(tc.method, tc.body, tc.headers...)
+		p := parseProblem(t, b)
+		if st != 400 || !strings.Contains(p.Detail, "more than one Acp-") {
+			t.Fatalf("%s %v: %d %s", tc.method, tc.headers, st, b)
+		}
+	}
+	// Both connections are still there.
+	for _, id := range []string{cid, other} {
+		if !listed(t, d, id) {
+			t.Fatalf("connection %s gone after refused requests", id)
+		}
+	}
+}

@@ -97,7 +97,7 @@ func TestParseStdFrame(t *testing.T) {
 
 func TestTextUTF8(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"s":"é"}`:             `{"s":"é"}`,
+		`{"s":"é"}`:              `{"s":"é"}`,
 		"{\"s\":\"a\xffb\xc3\"}": "{\"s\":\"a\uFFFDb\uFFFD\"}",
 		"{\"s\":\"\xe2\x82\"}":   "{\"s\":\"\uFFFD\uFFFD\"}", // a cut 3-byte rune: one U+FFFD a byte, as encoding/json
 	} {
