@@ -211,3 +211,47 @@ func TestFaultACPStdRepeatedHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A WebSocket upgrade the WebSocket library refuses (a Sec-WebSocket-Key
+// that is not 16 bytes of base64, or given twice) was only found after the
+// agent had started: every such request started and stopped an agent
+// process, and was answered in text/plain. They are refused first, with a
+// problem, and start nothing; so is a HEAD upgrade.
+func TestFaultACPStdBadWebSocketKey(t *testing.T) {
+	t.Parallel()
+	d := harness.Start(t, harness.Options{})
+	for _, keys := range [][]string{{"bad"}, {"dGhlIHNhbXBsZSBub25jZQ"}, {"AAAA"}, {"dGhlIHNhbXBsZSBub25jZQ==", "dGhlIHNhbXBsZSBub25jZQ=="}} {
+		req, _ := http.NewRequest(http.MethodGet, d.URL+"/acp/mock", nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Sec-WebSocket-Version", "13")
+		for _, k := range keys {
+			req.Header.Add("Sec-WebSocket-Key", k)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("key %q: %d %q %s", keys, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+	}
+	// HEAD is served by the GET route; the library refuses to upgrade it.
+	req, _ := http.NewRequest(http.MethodHead, d.URL+"/acp/mock", nil)
+	for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("HEAD upgrade: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if strings.Contains(d.Logs(), "agent started") {
+		t.Fatalf("a refused upgrade started an agent:\n%s", harness.Tail(d.Logs(), 20))
+	}
+}
