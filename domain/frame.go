@@ -84,7 +84,23 @@ var (
 	// The same holds inside params for the members the daemon reads there
 	// (paramKeys: the session id it routes on).
 	ErrAmbiguousKey = errors.New("ambiguous JSON-RPC member")
+	// ErrRequestID is a request whose id is an object, an array or a
+	// boolean. JSON-RPC allows only a string, a number or null, so an agent
+	// answers such a request with id null: nothing could ever match it to
+	// the request (a synchronous POST would wait for its timeout), and the
+	// id-null answer could be taken for another request's. Client-facing
+	// routes refuse it (CheckRequestID); the agent never sees it.
+	ErrRequestID = errors.New("a JSON-RPC request id must be a string, a number or null")
 )
+
+// CheckRequestID returns ErrRequestID for a request whose id is not a
+// string, a number or null; nil for every other frame.
+func CheckRequestID(f Frame) error {
+	if f.Kind != FrameRequest || len(f.ID) == 0 || validID(f.ID) {
+		return nil
+	}
+	return ErrRequestID
+}
 
 // rpcKeys are the top-level members whose reading must be unambiguous, in
 // the order of the bits of peekValid's seen mask.

@@ -529,3 +529,25 @@ func TestEachElement(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestCheckRequestID(t *testing.T) {
+	for in, want := range map[string]error{
+		`{"id":{"a":1},"method":"m"}`: ErrRequestID,
+		`{"id":[1],"method":"m"}`:     ErrRequestID,
+		`{"id":true,"method":"m"}`:    ErrRequestID,
+		`{"id": false ,"method":"m"}`: ErrRequestID,
+		`{"id":null,"method":"m"}`:    nil,
+		`{"id":-0.5e3,"method":"m"}`:  nil,
+		`{"id":"{","method":"m"}`:     nil,
+		`{"id":{},"result":1}`:        nil, // a response: the agent's business
+		`{"method":"m"}`:              nil,
+	} {
+		f, err := ParseFrame([]byte(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if got := CheckRequestID(f); got != want {
+			t.Errorf("CheckRequestID(%s) = %v, want %v", in, got, want)
+		}
+	}
+}

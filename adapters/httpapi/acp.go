@@ -92,6 +92,9 @@ func registerACP(api huma.API, cfg *Config) {
 		case err != nil:
 			return nil, route.Invalid("invalid JSON body: %v", err)
 		}
+		if err := domain.CheckRequestID(frame); err != nil {
+			return nil, route.Invalid("%v", err)
+		}
 		if !route.Settled(ctx) {
 			if ctx, err = authorizeACPPost(ctx, cfg, in.Request(), in.ServerID, in.Agent, frame); err != nil {
 				return nil, route.AuthError(ctx, err)

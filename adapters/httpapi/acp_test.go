@@ -356,8 +356,8 @@ func TestACPPostAndList(t *testing.T) {
 	f := newACPFixture(t, acp.Options{}, Config{})
 	f.bootstrap(t, "b")
 	f.bootstrap(t, "a")
-	resp, body := doHTTP(t, "POST", f.srv.URL+"/v1/acp/a", `{"jsonrpc":"2.0","id":{"k":[1]},"method":"echo"}`, map[string]string{"Content-Type": jsonCTHeader})
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || string(body) != `{"jsonrpc":"2.0","id":{"k":[1]},"result":"echo"}` {
+	resp, body := doHTTP(t, "POST", f.srv.URL+"/v1/acp/a", `{"jsonrpc":"2.0","id":"k[1]","method":"echo"}`, map[string]string{"Content-Type": jsonCTHeader})
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || string(body) != `{"jsonrpc":"2.0","id":"k[1]","result":"echo"}` {
 		t.Errorf("sync request: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 	resp, body = doHTTP(t, "GET", f.srv.URL+"/v1/acp", "", nil)

@@ -2,7 +2,9 @@ package acp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -245,11 +247,27 @@ func (in *instance) handleLine(line []byte, owned bool) {
 	}
 	in.metrics.fromAgent(len(line))
 	f, err := domain.ParseFrame(line)
+	if err == nil && len(f.Data) != len(line) {
+		// ParseFrame compacted a line holding a raw CR (whitespace to
+		// JSON, a line end to Server-Sent Events, which would cut the
+		// event's data in two for every SSE reader): the log, the
+		// stream and the waiting POST get the compacted copy, a new
+		// buffer the log may keep.
+		line, owned = f.Data, true
+	}
 	if errors.Is(err, domain.ErrNotJSON) {
 		in.log.Append(domain.InvalidStdoutMessage("agent wrote a line that is not JSON", line))
 		return
 	}
 	if err != nil {
+		// Valid JSON the daemon does not route (ambiguous, or not an
+		// object): passed on as it is, but on one SSE line too.
+		if bytes.IndexByte(line, '\r') >= 0 {
+			var buf bytes.Buffer
+			if json.Compact(&buf, line) == nil {
+				line, owned = buf.Bytes(), true
+			}
+		}
 		in.log.appendLine(line, "", owned, false)
 		return
 	}

@@ -4,6 +4,11 @@
 //
 //	request "hash"           → {"bytes": <line length>, "sha256": <hex of the line>}
 //	request "garbage"        → writes a non-JSON line, then answers {}
+//	request "crlf"           → writes a notification "cr", a message with two
+//	                           "method"s and an array, all with raw CRs as
+//	                           whitespace, then answers {"ok":true} the same way
+//	request "badutf8"        → writes a notification "bad" whose params.s holds
+//	                           invalid UTF-8 ("a\xffb\xc3"), then answers {}
 //	request "hang", "*/hang" → never answers
 //	request "wedge"          → stops reading stdin forever, never answers
 //	request anything else    → {"echoedMethod": ...} after params.delayMs
@@ -175,6 +180,14 @@ func handle(line []byte) {
 	case "garbage":
 		write([]byte("this is not json"))
 		reply(`{}`)
+	case "badutf8":
+		write([]byte("{\"jsonrpc\":\"2.0\",\"method\":\"bad\",\"params\":{\"s\":\"a\xffb\xc3\"}}"))
+		reply(`{}`)
+	case "crlf":
+		write([]byte("{\"jsonrpc\":\"2.0\",\r\"method\":\"cr\",\"params\":{\"a\":\r\r1}}"))
+		write([]byte("{\"method\":\"cr\",\r\"method\":\"x\"}")) // ambiguous
+		write([]byte("[1,\r2]"))                                // not an object
+		reply("\r{\"ok\":\rtrue}")
 	case "hang":
 	case "wedge":
 		blockForever() // stop reading stdin; the daemon's writes must give up

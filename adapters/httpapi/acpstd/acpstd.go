@@ -53,6 +53,7 @@ type acpStdGetInput struct {
 }
 
 type acpStdDeleteInput struct {
+	route.RawRequest
 	Agent        string `path:"agent"`
 	ConnectionID string `header:"Acp-Connection-Id" doc:"The connection to end."`
 }
@@ -120,6 +121,9 @@ func Register(api huma.API, env *route.Env, instances *acp.Instances) {
 		Tags:    []string{"acp"}, Security: route.Bearer,
 		DefaultStatus: http.StatusAccepted,
 	}, onConn(domain.ActionACPStop), func(ctx context.Context, in *acpStdDeleteInput) (*struct{}, error) {
+		if err := singleIDHeaders(in.Request()); err != nil {
+			return nil, err
+		}
 		c, err := lookupConn(cfg, in.ConnectionID, in.Agent)
 		if err != nil {
 			return nil, err
@@ -130,6 +134,9 @@ func Register(api huma.API, env *route.Env, instances *acp.Instances) {
 }
 
 func postACPStd(ctx context.Context, cfg *server, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	if err := singleIDHeaders(in.Request()); err != nil {
+		return nil, err
+	}
 	body, charged, err := route.ACPPostBody(in.Request(), cfg.env.MaxACPBody, cfg.env.Budget)
 	// Charged to --inflight-bytes until the POST is answered, as on /v1/acp.
 	defer cfg.env.Budget.Give(charged)
@@ -192,6 +199,19 @@ func postACPStd(ctx context.Context, cfg *server, in *acpStdPostInput) (*huma.St
 	return route.RawResponse(nil), nil
 }
 
+// singleIDHeaders refuses a request giving Acp-Connection-Id or
+// Acp-Session-Id more than once: the daemon reads the first, a proxy or a
+// policy reading the headers could take another (the rule for
+// Authorization).
+func singleIDHeaders(r *http.Request) error {
+	for _, h := range [...]string{"Acp-Connection-Id", headerSessionID} {
+		if len(r.Header.Values(h)) > 1 {
+			return route.Invalid("more than one %s header", h)
+		}
+	}
+	return nil
+}
+
 // parseStdFrame checks one POSTed or WebSocket message: a JSON array is a
 // batch (501, as the RFD says), anything else must be one JSON object.
 func parseStdFrame(body []byte) (domain.Frame, error) {
@@ -206,6 +226,9 @@ func parseStdFrame(body []byte) (domain.Frame, error) {
 		return frame, route.Invalid("ambiguous JSON-RPC message: %v", err)
 	case err != nil:
 		return frame, route.Invalid("invalid JSON body: %v", err)
+	}
+	if err := domain.CheckRequestID(frame); err != nil {
+		return frame, route.Invalid("%v", err)
 	}
 	return frame, nil
 }
@@ -250,6 +273,9 @@ func lookupConn(cfg *server, id, agent string) (*acp.Conn, error) {
 func streamACPStd(cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error) {
 	if !acceptsExactly(in.Request().Header.Get("Accept"), "text/event-stream") {
 		return nil, domain.NotAcceptable("Accept must include text/event-stream")
+	}
+	if err := singleIDHeaders(in.Request()); err != nil {
+		return nil, err
 	}
 	if len(in.SessionID) > maxHeaderID {
 		return nil, route.Invalid("Acp-Session-Id is longer than %d bytes", maxHeaderID)

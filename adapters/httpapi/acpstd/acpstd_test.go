@@ -80,4 +80,29 @@ func TestParseStdFrame(t *testing.T) {
 	if _, err := parseStdFrame([]byte(`{"jsonrpc":"2.0","method":"x"}`)); err != nil {
 		t.Errorf("object refused: %v", err)
 	}
+	// A request id no answer could carry is refused, and the frame still
+	// says it was a request (the WebSocket answers it with the detail).
+	for _, id := range []string{`{}`, `[1]`, `true`, `false`} {
+		f, err := parseStdFrame([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"x"}`))
+		if p := route.ProblemFor(context.Background(), err); p.Status != http.StatusBadRequest || f.Kind != domain.FrameRequest {
+			t.Errorf("id %s: %v (kind %v), want 400 for a request", id, err, f.Kind)
+		}
+	}
+	for _, body := range []string{`{"id":null,"method":"x"}`, `{"id":-1e9,"method":"x"}`, `{"id":{},"result":1}`, `{"id":true,"error":{}}`} {
+		if _, err := parseStdFrame([]byte(body)); err != nil {
+			t.Errorf("%s refused: %v", body, err)
+		}
+	}
+}
+
+func TestTextUTF8(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"s":"é"}`:              `{"s":"é"}`,
+		"{\"s\":\"a\xffb\xc3\"}": "{\"s\":\"a\uFFFDb\uFFFD\"}",
+		"{\"s\":\"\xe2\x82\"}":   "{\"s\":\"\uFFFD\uFFFD\"}", // a cut 3-byte rune: one U+FFFD a byte, as encoding/json
+	} {
+		if got := string(textUTF8([]byte(in))); got != want {
+			t.Errorf("textUTF8(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

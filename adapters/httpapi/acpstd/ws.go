@@ -2,6 +2,7 @@ package acpstd
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/danielgtaylor/huma/v2"
@@ -29,11 +31,22 @@ func acceptACPWebSocket(ctx context.Context, cfg *server, in *acpStdGetInput) (*
 	if r.ProtoMajor != 1 {
 		return nil, route.Invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
 	}
+	if r.Method != http.MethodGet { // HEAD: served by the GET route
+		return nil, route.WithStatus(http.StatusMethodNotAllowed, domain.InvalidRequest("a WebSocket upgrade must be a GET"))
+	}
 	if !route.HeaderHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Sec-WebSocket-Key") == "" {
 		return nil, route.Invalid("invalid WebSocket handshake: needs Connection: Upgrade and Sec-WebSocket-Key")
 	}
 	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
 		return nil, route.Invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
+	}
+	// The WebSocket library checks the key too, but only in Accept, once
+	// the agent has started: a bad key would start and stop an agent
+	// process, and be answered in text/plain.
+	if keys := r.Header.Values("Sec-WebSocket-Key"); len(keys) > 1 {
+		return nil, route.Invalid("invalid WebSocket handshake: more than one Sec-WebSocket-Key")
+	} else if k, err := base64.StdEncoding.DecodeString(keys[0]); err != nil || len(k) != 16 {
+		return nil, route.Invalid("invalid WebSocket handshake: Sec-WebSocket-Key must be 16 bytes in base64")
 	}
 	if !route.SameOrigin(r, cfg.env.AllowedOrigin) {
 		msg := "cross-origin WebSocket not allowed (see --cors-allow-origin)"
@@ -115,7 +128,7 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *s
 		}
 		for _, e := range evs {
 			wctx, done := context.WithTimeout(ctx, cfg.env.StreamWriteTimeout)
-			err := ws.Write(wctx, websocket.MessageText, e.Data)
+			err := ws.Write(wctx, websocket.MessageText, textUTF8(e.Data))
 			done()
 			if err != nil {
 				return websocket.StatusPolicyViolation, "write timed out"
@@ -125,6 +138,28 @@ func wsWriteLoop(ctx context.Context, ws *websocket.Conn, st *acp.Stream, cfg *s
 			st.Ack(evs[len(evs)-1].Seq)
 		}
 	}
+}
+
+// textUTF8 makes an agent's line fit a text frame, which must be UTF-8
+// (RFC 6455 section 8.1: Node's ws and browsers fail the connection on one
+// that is not). Invalid bytes can only be inside JSON strings of a valid
+// line; each becomes U+FFFD, as a JSON decoder reads it (Go's, and
+// JavaScript's TextDecoder). A valid line is returned as it is.
+func textUTF8(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n == 1 {
+			out = append(out, "\uFFFD"...)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // wsPingLoop keeps the socket alive through proxies and finds dead peers:
@@ -198,7 +233,8 @@ func wsHandle(ctx context.Context, ws *websocket.Conn, c *acp.Conn, cfg *server,
 			msg = "JSON-RPC batches are not supported"
 		case !json.Valid(data):
 			code, msg = -32700, "Parse error"
-		case isAmbiguous(data):
+		case isAmbiguous(data) || f.Kind == domain.FrameRequest:
+			// An ambiguous member, or a request id no answer could carry.
 			msg = "Invalid Request: " + route.ProblemFor(ctx, err).Detail
 		}
 		wsReply(ctx, ws, cfg, nil, code, msg)
