@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -81,12 +80,11 @@ func newACPBridgeCmd() *cobra.Command {
 				return usagef("--reconnect-timeout must be positive")
 			}
 			token := os.Getenv("SANDBOX_AGENT_TOKEN")
+			var err error
 			if cfg.tokenFile != "" {
-				b, err := os.ReadFile(cfg.tokenFile)
-				if err != nil {
-					return fmt.Errorf("--token-file: %w", err)
+				if token, err = readClientToken(c.Context(), "--token-file", cfg.tokenFile); err != nil {
+					return err
 				}
-				token = strings.TrimSpace(string(b))
 			}
 			log, err := newLogger(c.ErrOrStderr(), cfg.logFormat, cfg.logLevel)
 			if err != nil {

@@ -81,6 +81,23 @@ func startTokens(ctx context.Context, token string, fromEnv bool, file string, s
 
 const whatTokenFile = "its token file"
 
+// readClientToken is the token a client (acp, api) sends, from the file its
+// flag names: read and checked as the daemon reads its --token-file (a
+// regular file of at most maxTokenFile bytes, so a FIFO cannot block it and
+// a huge file is refused, not sent as a header), the first token of it, so
+// the daemon's own token file works too.
+func readClientToken(ctx context.Context, flag, path string) (string, error) {
+	b, _, err := fsys.ReadRegular(ctx, path, maxTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	list, err := authz.ParseTokenFile(b)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	return list[0], nil
+}
+
 // readTokenFile reads and parses a token file: a regular file of at most
 // maxTokenFile bytes, read within fsys.ReadTimeout (fsys.ReadRegular).
 func readTokenFile(ctx context.Context, path string) ([]string, fs.FileInfo, error) {

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -42,11 +41,10 @@ func (f *routerFlags) apply(c *httpclient.Client) error {
 	}
 	token := os.Getenv("SANDBOX_AGENT_ROUTER_TOKEN")
 	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return fmt.Errorf("--router-token-file: %w", err)
+		var err error
+		if token, err = readClientToken(context.Background(), "--router-token-file", f.tokenFile); err != nil {
+			return err
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	c.Router = &httpclient.Router{SandboxID: f.sandboxID, Namespace: f.namespace, Port: f.port, Token: token}
 	return nil
