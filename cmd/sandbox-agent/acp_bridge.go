@@ -79,12 +79,14 @@ func newACPBridgeCmd() *cobra.Command {
 			if cfg.reconnectTimeout <= 0 {
 				return usagef("--reconnect-timeout must be positive")
 			}
-			token := os.Getenv("SANDBOX_AGENT_TOKEN")
-			var err error
-			if cfg.tokenFile != "" {
-				if token, err = readClientToken(c.Context(), "--token-file", cfg.tokenFile); err != nil {
-					return err
-				}
+			token, err := os.Getenv(tokenEnv), error(nil)
+			if cfg.tokenFile == "" {
+				err = checkToken(token, "$"+tokenEnv)
+			} else {
+				token, err = readClientToken(c.Context(), "--token-file", cfg.tokenFile)
+			}
+			if err != nil {
+				return err
 			}
 			log, err := newLogger(c.ErrOrStderr(), cfg.logFormat, cfg.logLevel)
 			if err != nil {

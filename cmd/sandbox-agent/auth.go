@@ -71,8 +71,14 @@ func startTokens(ctx context.Context, token string, fromEnv bool, file string, s
 		stop = reloadTokensOnHUP(ctx, file, tokens, secrets, reloads, log)
 		return tokens, "token-file", stop, nil
 	case token != "" && fromEnv:
+		if err := checkToken(token, "$"+tokenEnv); err != nil {
+			return nil, "", nil, err
+		}
 		return authz.NewTokens(token), "env", stop, nil
 	case token != "":
+		if err := checkToken(token, "--token"); err != nil {
+			return nil, "", nil, err
+		}
 		log.Warn("--token is visible to every local user (ps, /proc/PID/cmdline); prefer --token-file or " + tokenEnv)
 		return authz.NewTokens(token), "flag", stop, nil
 	}
@@ -80,6 +86,22 @@ func startTokens(ctx context.Context, token string, fromEnv bool, file string, s
 }
 
 const whatTokenFile = "its token file"
+
+// checkToken refuses a token no header can carry (authz.CheckToken),
+// naming where it came from: a flag's value is a usage error (exit 2), a
+// variable's an error (exit 1). The token itself is never printed.
+func checkToken(tok, from string) error {
+	if tok == "" {
+		return nil
+	}
+	if err := authz.CheckToken(tok); err != nil {
+		if strings.HasPrefix(from, "-") {
+			return usagef("%s: %v", from, err)
+		}
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	return nil
+}
 
 // readClientToken is the token a client (acp, api) sends, from the file its
 // flag names: read and checked as the daemon reads its --token-file (a

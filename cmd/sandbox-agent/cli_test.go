@@ -631,3 +631,56 @@ func TestClientTokenFiles(t *testing.T) {
 		}
 	}
 }
+
+// A token no HTTP header can carry (a control character, a space) is an
+// error at once, naming where it came from, in every command that sends or
+// checks one. It was taken: the server started with a token no client could
+// send, the acp bridge waited out --reconnect-timeout and then said no
+// daemon answers, daemon status said something else listens there.
+func TestTokensThatCannotBeSent(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	t.Setenv("SANDBOX_AGENT_TOKEN", "")
+	t.Setenv("SANDBOX_AGENT_ROUTER_TOKEN", "")
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	up := "http://" + ln.Addr().String()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	const bad = "sec\nret"
+	cases := []struct {
+		env  string   // the variable holding bad, or none: -t bad
+		args []string // the command
+		want int      // exit code
+		name string   // what the message names
+	}{
+		{"", []string{"server", "-p", "0", "-t", bad}, 2, "--token"},
+		{"SANDBOX_AGENT_TOKEN", []string{"server", "-p", "0"}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"", []string{"daemon", "status", "-p", port, "-t", bad}, 2, "--token"},
+		{"SANDBOX_AGENT_TOKEN", []string{"daemon", "status", "-p", port}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"", []string{"api", "agents", "list", "-e", up, "-t", bad}, 2, "--token"},
+		{"SANDBOX_AGENT_TOKEN", []string{"api", "agents", "list", "-e", up}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"SANDBOX_AGENT_ROUTER_TOKEN", []string{"api", "agents", "list", "-e", up, "--sandbox-id", "s1"}, 1, "$SANDBOX_AGENT_ROUTER_TOKEN"},
+		{"SANDBOX_AGENT_TOKEN", []string{"acp", "--agent", "mock", "-e", up, "--reconnect-timeout", "1m"}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"SANDBOX_AGENT_ROUTER_TOKEN", []string{"acp", "--agent", "mock", "-e", up, "--sandbox-id", "s1", "--reconnect-timeout", "1m"}, 1, "$SANDBOX_AGENT_ROUTER_TOKEN"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args[:2], " ")+" "+tc.env, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(tc.env, bad)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			r := runInProcessCtx(ctx, tc.args...)
+			if r.code != tc.want || !strings.Contains(r.stderr, tc.name) || !strings.Contains(r.stderr, "control character") || strings.Contains(r.stderr, "sec\nret") {
+				t.Errorf("exit %d, want %d naming %s, without the token; stderr:\n%s", r.code, tc.want, tc.name, r.stderr)
+			}
+		})
+	}
+}

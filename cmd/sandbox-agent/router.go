@@ -27,6 +27,8 @@ func (f *routerFlags) register(fs *pflag.FlagSet) {
 	setMin(fs, "sandbox-port", "0")
 }
 
+const routerTokenEnv = "SANDBOX_AGENT_ROUTER_TOKEN"
+
 // apply sets c up to go through the router, when --sandbox-id says so.
 func (f *routerFlags) apply(c *httpclient.Client) error {
 	c.TokenHeader = f.tokenHeader
@@ -39,8 +41,12 @@ func (f *routerFlags) apply(c *httpclient.Client) error {
 	if f.port > 65535 {
 		return usagef("--sandbox-port must be a port number, got %d", f.port)
 	}
-	token := os.Getenv("SANDBOX_AGENT_ROUTER_TOKEN")
-	if f.tokenFile != "" {
+	token := os.Getenv(routerTokenEnv)
+	if f.tokenFile == "" {
+		if err := checkToken(token, "$"+routerTokenEnv); err != nil {
+			return err
+		}
+	} else {
 		var err error
 		if token, err = readClientToken(context.Background(), "--router-token-file", f.tokenFile); err != nil {
 			return err
