@@ -499,3 +499,39 @@ func TestStartCanceled(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+// A record or pid file that is not a regular file (a FIFO someone put
+// there) is stale, reported at once: status, stop and start blocked in
+// open(2) forever, deaf to SIGTERM.
+func TestRecordNotRegular(t *testing.T) {
+	f := newFixture(t)
+	d := f.daemon("serve", "1.0.0")
+	ctx := context.Background()
+	if err := os.MkdirAll(filepath.Dir(d.files.Record), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{d.files.Record, d.files.Pid} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan State, 1)
+	go func() {
+		st, err := d.Status(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- st
+	}()
+	select {
+	case st := <-done:
+		if st.Running || !strings.Contains(st.Stale, "not a regular file") {
+			t.Errorf("a FIFO record: %+v", st)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("status blocked on a FIFO record")
+	}
+	if res, err := d.Stop(ctx); err != nil || res.Outcome != NotRunning || exists(d.files.Record) || exists(d.files.Pid) {
+		t.Fatalf("stop over a FIFO record: %+v %v", res, err)
+	}
+}

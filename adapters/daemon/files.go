@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -89,9 +90,11 @@ func (f Files) readRecord() (Record, error) {
 }
 
 // readSmall reads a state file of at most 64 KiB (a record is a few
-// hundred bytes; anything larger is not ours).
+// hundred bytes; anything larger is not ours). Only a regular file is read:
+// the open does not block (O_NONBLOCK), so a FIFO put in its place cannot
+// hang status, stop or start.
 func readSmall(path string) ([]byte, error) {
-	file, err := os.Open(path)
+	file, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +104,24 @@ func readSmall(path string) ([]byte, error) {
 		err = fmt.Errorf("%s is larger than 64 KiB", path)
 	}
 	return b, err
+}
+
+// openRegular opens path for reading without blocking and refuses what
+// is not a regular file.
+func openRegular(path string) (*os.File, error) {
+	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := file.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	return file, nil
 }
 
 // writeRecord writes the record, then the pid file, each through a
@@ -159,7 +180,7 @@ func (f Files) rotateLog() (*os.File, error) {
 // logTail is the last lines of the log (at most 64 KiB of it), for a start
 // that failed.
 func logTail(path string, lines int) string {
-	file, err := os.Open(path)
+	file, err := openRegular(path)
 	if err != nil {
 		return ""
 	}

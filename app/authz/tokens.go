@@ -94,6 +94,17 @@ func (t *Tokens) Check(authorization string) bool {
 	return ok == 1
 }
 
+// CheckToken refuses a token with a control character or a space: no
+// client could send it in a header (Go refuses control characters, and
+// spaces around it are trimmed), so a daemon holding it could never be
+// reached and a client sending it fails as if the daemon were down.
+func CheckToken(tok string) error {
+	if strings.ContainsFunc(tok, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
+		return errors.New("a token may not contain spaces or control characters")
+	}
+	return nil
+}
+
 // ParseTokenFile reads a token file: one token per line; surrounding
 // spaces and tabs (and a CR) are trimmed, and empty lines and lines
 // starting with '#' are skipped. A file with no token is an error, as is
@@ -106,8 +117,8 @@ func ParseTokenFile(b []byte) ([]string, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if strings.ContainsFunc(line, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
-			return nil, errors.New("line " + strconv.Itoa(i+1) + ": a token may not contain spaces or control characters")
+		if err := CheckToken(line); err != nil {
+			return nil, errors.New("line " + strconv.Itoa(i+1) + ": " + err.Error())
 		}
 		out = append(out, line)
 	}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -80,13 +79,14 @@ func newACPBridgeCmd() *cobra.Command {
 			if cfg.reconnectTimeout <= 0 {
 				return usagef("--reconnect-timeout must be positive")
 			}
-			token := os.Getenv("SANDBOX_AGENT_TOKEN")
-			if cfg.tokenFile != "" {
-				b, err := os.ReadFile(cfg.tokenFile)
-				if err != nil {
-					return fmt.Errorf("--token-file: %w", err)
-				}
-				token = strings.TrimSpace(string(b))
+			token, err := os.Getenv(tokenEnv), error(nil)
+			if cfg.tokenFile == "" {
+				err = checkToken(token, "$"+tokenEnv)
+			} else {
+				token, err = readClientToken(c.Context(), "--token-file", cfg.tokenFile)
+			}
+			if err != nil {
+				return err
 			}
 			log, err := newLogger(c.ErrOrStderr(), cfg.logFormat, cfg.logLevel)
 			if err != nil {

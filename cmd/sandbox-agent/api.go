@@ -118,8 +118,12 @@ func (f *apiFlags) client(fs *pflag.FlagSet) (*httpclient.Client, error) {
 			f.endpoint = defaultEndpoint
 		}
 	}
+	from := "--token"
 	if !fs.Changed("token") {
-		f.token = os.Getenv("SANDBOX_AGENT_TOKEN")
+		f.token, from = os.Getenv(tokenEnv), "$"+tokenEnv
+	}
+	if err := checkToken(f.token, from); err != nil {
+		return nil, err
 	}
 	c := &httpclient.Client{BaseURL: f.endpoint, Token: f.token}
 	return c, f.router.apply(c)

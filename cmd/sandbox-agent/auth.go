@@ -71,8 +71,14 @@ func startTokens(ctx context.Context, token string, fromEnv bool, file string, s
 		stop = reloadTokensOnHUP(ctx, file, tokens, secrets, reloads, log)
 		return tokens, "token-file", stop, nil
 	case token != "" && fromEnv:
+		if err := checkToken(token, "$"+tokenEnv); err != nil {
+			return nil, "", nil, err
+		}
 		return authz.NewTokens(token), "env", stop, nil
 	case token != "":
+		if err := checkToken(token, "--token"); err != nil {
+			return nil, "", nil, err
+		}
 		log.Warn("--token is visible to every local user (ps, /proc/PID/cmdline); prefer --token-file or " + tokenEnv)
 		return authz.NewTokens(token), "flag", stop, nil
 	}
@@ -80,6 +86,39 @@ func startTokens(ctx context.Context, token string, fromEnv bool, file string, s
 }
 
 const whatTokenFile = "its token file"
+
+// checkToken refuses a token no header can carry (authz.CheckToken),
+// naming where it came from: a flag's value is a usage error (exit 2), a
+// variable's an error (exit 1). The token itself is never printed.
+func checkToken(tok, from string) error {
+	if tok == "" {
+		return nil
+	}
+	if err := authz.CheckToken(tok); err != nil {
+		if strings.HasPrefix(from, "-") {
+			return usagef("%s: %v", from, err)
+		}
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	return nil
+}
+
+// readClientToken is the token a client (acp, api) sends, from the file its
+// flag names: read and checked as the daemon reads its --token-file (a
+// regular file of at most maxTokenFile bytes, so a FIFO cannot block it and
+// a huge file is refused, not sent as a header), the first token of it, so
+// the daemon's own token file works too.
+func readClientToken(ctx context.Context, flag, path string) (string, error) {
+	b, _, err := fsys.ReadRegular(ctx, path, maxTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	list, err := authz.ParseTokenFile(b)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	return list[0], nil
+}
 
 // readTokenFile reads and parses a token file: a regular file of at most
 // maxTokenFile bytes, read within fsys.ReadTimeout (fsys.ReadRegular).

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -545,5 +547,140 @@ func TestDaemonStatusNotRunningSaysWhatToDo(t *testing.T) {
 		if r.code != 3 || !strings.Contains(r.stdout, "status: not running\n") || !strings.Contains(r.stdout, want) {
 			t.Errorf("port %s: exit %d, want 3 with %q; stdout:\n%s\nstderr:\n%s", port, r.code, want, r.stdout, r.stderr)
 		}
+	}
+}
+
+// The clients' token files (acp --token-file, --router-token-file) are read
+// as the daemon reads its own: a FIFO, a directory or a file over 1 MiB is
+// refused at once (a FIFO blocked the bridge forever, deaf to SIGTERM; a
+// huge file became a header Go refuses to send, retried as "daemon not
+// reachable" until --reconnect-timeout), a file with no token is an error
+// (it connected without one), and a server's token file (comments, one
+// token a line) sends its first token rather than the whole file.
+func TestClientTokenFiles(t *testing.T) {
+	t.Setenv("SANDBOX_AGENT_TOKEN", "")
+	t.Setenv("SANDBOX_AGENT_ROUTER_TOKEN", "")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge")
+	if err := os.WriteFile(huge, bytes.Repeat([]byte("a"), 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	comments := filepath.Join(dir, "comments")
+	if err := os.WriteFile(comments, []byte("# no token here\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("# the daemon's tokens\nfirst-token\nsecond-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"type":"urn:sandbox-agent:error:token_invalid","status":401,"detail":"no"}`)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	up := "http://" + ln.Addr().String()
+	commands := map[string][]string{
+		"--token-file":        {"acp", "--agent", "mock", "-e", up, "--reconnect-timeout", "1m"},
+		"--router-token-file": {"api", "agents", "list", "-e", up, "--sandbox-id", "s1"},
+	}
+	run := func(args ...string) result {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan result, 1)
+		go func() { done <- runInProcessCtx(ctx, args...) }()
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%q still running after 20 s", args)
+			return result{}
+		}
+	}
+	for flag, args := range commands {
+		for _, bad := range []string{fifo, dir, huge, comments} {
+			r := run(append(args, flag, bad)...)
+			if r.code != 1 || !strings.Contains(r.stderr, flag) || !strings.Contains(r.stderr, bad) || strings.Contains(r.stderr, "not reachable") {
+				t.Errorf("%s %s: exit %d, want 1 naming the flag and the file; stderr:\n%s", flag, filepath.Base(bad), r.code, r.stderr)
+			}
+		}
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		r := run(append(args, flag, tokens)...)
+		mu.Lock()
+		got := seen
+		mu.Unlock()
+		if r.code != 1 || len(got) == 0 || got[0] != "Bearer first-token" {
+			t.Errorf("%s with a server's token file: exit %d, Authorization sent %q, want \"Bearer first-token\"; stderr:\n%s", flag, r.code, got, r.stderr)
+		}
+	}
+}
+
+// A token no HTTP header can carry (a control character, a space) is an
+// error at once, naming where it came from, in every command that sends or
+// checks one. It was taken: the server started with a token no client could
+// send, the acp bridge waited out --reconnect-timeout and then said no
+// daemon answers, daemon status said something else listens there.
+func TestTokensThatCannotBeSent(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	t.Setenv("SANDBOX_AGENT_TOKEN", "")
+	t.Setenv("SANDBOX_AGENT_ROUTER_TOKEN", "")
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	up := "http://" + ln.Addr().String()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	const bad = "sec\nret"
+	cases := []struct {
+		env  string   // the variable holding bad, or none: -t bad
+		args []string // the command
+		want int      // exit code
+		name string   // what the message names
+	}{
+		{"", []string{"server", "-p", "0", "-t", bad}, 2, "--token"},
+		{"SANDBOX_AGENT_TOKEN", []string{"server", "-p", "0"}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"", []string{"daemon", "status", "-p", port, "-t", bad}, 2, "--token"},
+		{"SANDBOX_AGENT_TOKEN", []string{"daemon", "status", "-p", port}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"", []string{"api", "agents", "list", "-e", up, "-t", bad}, 2, "--token"},
+		{"SANDBOX_AGENT_TOKEN", []string{"api", "agents", "list", "-e", up}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"SANDBOX_AGENT_ROUTER_TOKEN", []string{"api", "agents", "list", "-e", up, "--sandbox-id", "s1"}, 1, "$SANDBOX_AGENT_ROUTER_TOKEN"},
+		{"SANDBOX_AGENT_TOKEN", []string{"acp", "--agent", "mock", "-e", up, "--reconnect-timeout", "1m"}, 1, "$SANDBOX_AGENT_TOKEN"},
+		{"SANDBOX_AGENT_ROUTER_TOKEN", []string{"acp", "--agent", "mock", "-e", up, "--sandbox-id", "s1", "--reconnect-timeout", "1m"}, 1, "$SANDBOX_AGENT_ROUTER_TOKEN"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args[:2], " ")+" "+tc.env, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(tc.env, bad)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			r := runInProcessCtx(ctx, tc.args...)
+			if r.code != tc.want || !strings.Contains(r.stderr, tc.name) || !strings.Contains(r.stderr, "control character") || strings.Contains(r.stderr, "sec\nret") {
+				t.Errorf("exit %d, want %d naming %s, without the token; stderr:\n%s", r.code, tc.want, tc.name, r.stderr)
+			}
+		})
 	}
 }

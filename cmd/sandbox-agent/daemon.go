@@ -90,10 +90,10 @@ func (f *daemonFlags) resolveToken(fs *pflag.FlagSet) (token, source string, err
 		}
 		return list[0], "file", nil
 	case fs.Changed("token"):
-		return f.token, "flag", nil
+		return f.token, "flag", checkToken(f.token, "--token")
 	}
 	if t := os.Getenv(tokenEnv); t != "" {
-		return t, "env", nil
+		return t, "env", checkToken(t, "$"+tokenEnv)
 	}
 	return "", "", nil
 }

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -28,6 +27,8 @@ func (f *routerFlags) register(fs *pflag.FlagSet) {
 	setMin(fs, "sandbox-port", "0")
 }
 
+const routerTokenEnv = "SANDBOX_AGENT_ROUTER_TOKEN"
+
 // apply sets c up to go through the router, when --sandbox-id says so.
 func (f *routerFlags) apply(c *httpclient.Client) error {
 	c.TokenHeader = f.tokenHeader
@@ -40,13 +41,16 @@ func (f *routerFlags) apply(c *httpclient.Client) error {
 	if f.port > 65535 {
 		return usagef("--sandbox-port must be a port number, got %d", f.port)
 	}
-	token := os.Getenv("SANDBOX_AGENT_ROUTER_TOKEN")
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return fmt.Errorf("--router-token-file: %w", err)
+	token := os.Getenv(routerTokenEnv)
+	if f.tokenFile == "" {
+		if err := checkToken(token, "$"+routerTokenEnv); err != nil {
+			return err
 		}
-		token = strings.TrimSpace(string(b))
+	} else {
+		var err error
+		if token, err = readClientToken(context.Background(), "--router-token-file", f.tokenFile); err != nil {
+			return err
+		}
 	}
 	c.Router = &httpclient.Router{SandboxID: f.sandboxID, Namespace: f.namespace, Port: f.port, Token: token}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -35,9 +36,14 @@ type Want struct {
 	Principal string `json:"principal,omitempty"`
 }
 
-// ReadCases reads a case file.
+// maxCasesFile caps a case file: cases are requests written by hand.
+const maxCasesFile = 64 << 20
+
+// ReadCases reads a case file: a regular file (opened without blocking, so
+// a FIFO cannot hang "policy test") of at most maxCasesFile bytes, holding
+// at least one case (none would "pass" a policy never loaded).
 func ReadCases(path string) ([]Case, error) {
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path, maxCasesFile)
 	if err != nil {
 		return nil, fmt.Errorf("read cases: %w", err)
 	}
@@ -47,12 +53,35 @@ func ReadCases(path string) ([]Case, error) {
 	if err := dec.Decode(&cases); err != nil {
 		return nil, fmt.Errorf("cases file %s: %w", path, err)
 	}
+	if len(cases) == 0 {
+		return nil, fmt.Errorf("cases file %s: no cases (a JSON list of {\"request\": ..., \"want\": ...})", path)
+	}
 	for i := range cases {
 		if cases[i].Name == "" {
 			cases[i].Name = fmt.Sprintf("case %d", i+1)
 		}
 	}
 	return cases, nil
+}
+
+func readRegular(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, err
 }
 
 // RunCases loads spec once per distinct configuration, decides every case,

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestRunCases(t *testing.T) {
@@ -46,11 +48,29 @@ func TestReadCasesRejects(t *testing.T) {
 	for name, doc := range map[string]string{
 		"unknown field": `[{"name": "x", "request": {}, "want": {"allow": true}, "wnat": 1}]`,
 		"not a list":    `{"name": "x"}`,
+		// No case: "PASS 0 cases" said a policy passed that was never loaded.
+		"empty list": `[]`,
+		"null":       `null`,
 	} {
 		p := filepath.Join(dir, "c.json")
 		os.WriteFile(p, []byte(doc), 0o600)
 		if _, err := ReadCases(p); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A FIFO is refused at once (it blocked policy test forever).
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadCases(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a FIFO: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ReadCases blocked on a FIFO")
 	}
 }
