@@ -54,6 +54,7 @@ type config struct {
 	rounds      int
 	roundTrips  int
 	warmup      int
+	block       int
 	stream      int
 	firsts      int
 	extras      bool
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (each starts both daemons afresh)")
 	flag.IntVar(&c.roundTrips, "round-trips", 2000, "timed requests per leg and round for the round-trip figures")
 	flag.IntVar(&c.warmup, "warmup", 200, "untimed requests per leg and round before the timed ones")
+	flag.IntVar(&c.block, "block", 50, "the round trips' legs take turns in blocks of this many requests")
 	flag.IntVar(&c.stream, "stream", 150000, "updates in each round's streaming run (the RSS row is taken after it)")
 	flag.IntVar(&c.firsts, "first-requests", 10, "fresh instances per leg and round for the first-request latency")
 	flag.BoolVar(&c.extras, "extras", true, "after the rounds, run the once-only rows (RSS per instance, concurrent instances, 1 GiB file)")
@@ -79,7 +81,7 @@ func main() {
 	flag.Int64Var(&c.fileBytes, "file-bytes", 1<<30, "size of the file PUT and GET")
 	flag.StringVar(&c.out, "out", "", "also write the tables to this file")
 	flag.Parse()
-	if c.rounds < 1 || c.roundTrips < 100 || c.stream < 1 || c.firsts < 1 {
+	if c.rounds < 1 || c.roundTrips < 100 || c.block < 1 || c.stream < 1 || c.firsts < 1 {
 		fmt.Fprintln(os.Stderr, "benchcmp: -rounds, -stream and -first-requests must be at least 1, -round-trips at least 100")
 		os.Exit(2)
 	}
@@ -163,7 +165,7 @@ func run(ctx context.Context, c config) error {
 	var rounds []*round
 	for i := range c.rounds {
 		logf("round %d of %d (load %s)", i+1, c.rounds, loadavg())
-		r, err := runRound(ctx, c, e)
+		r, err := runRound(ctx, c, e, i)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i+1, err)
 		}

@@ -90,7 +90,7 @@ func renderRounds(c config, rounds []*round, refVersion string) string {
 	fmt.Fprintf(&b, "This daemon against the reference (%s), %d interleaved rounds; %d CPUs; load is /proc/loadavg (1, 5, 15 min) at each round's start.\n\n", refVersion, len(rounds), runtime.NumCPU())
 	dur := func(x time.Duration) float64 { return float64(x) }
 
-	fmt.Fprintf(&b, "Request round trip, µs (%d timed requests per leg and round; proxy: e2e/testagent -proxy; direct: the mock over its pipes)\n\n", c.roundTrips)
+	fmt.Fprintf(&b, "Request round trip, µs (%d timed requests per leg and round, the legs taking turns in blocks of %d; proxy: e2e/testagent -proxy; direct: the mock over its pipes)\n\n", c.roundTrips, c.block)
 	b.WriteString("| round | load | p50 ours | p50 reference | p50 proxy | p50 direct | p50 ours ÷ reference | p50 ours ÷ proxy | p99 ours | p99 reference | p99 proxy | p99 ours ÷ reference |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range rounds {

@@ -54,8 +54,8 @@ func loadavg() string {
 }
 
 // runRound starts both daemons afresh and runs each workload on every leg
-// in turn: ours, the reference, then the baselines.
-func runRound(ctx context.Context, c config, e *env) (*round, error) {
+// in turn. index is the round's, from 0: it turns the legs' order.
+func runRound(ctx context.Context, c config, e *env, index int) (*round, error) {
 	r := &round{load: loadavg(), rtt: map[string]latency{}, stream: map[string]streamFigures{},
 		rss: map[string]int64{}, spawn: map[string]latency{}, spawnMin: map[string]latency{}}
 	var daemons []*target
@@ -74,9 +74,21 @@ func runRound(ctx context.Context, c config, e *env) (*round, error) {
 	seq := 0
 
 	// Streaming first, on fresh daemons: the RSS row is the daemon with one
-	// instance whose replay has just taken the whole run.
-	for _, t := range daemons {
-		logf("%s: streaming %d updates", t.kind, c.stream)
+	// instance whose replay has just taken the whole run. The legs' order
+	// turns with the round (rotate), so that no leg always runs first
+	// after the daemons' start or last after the others' bursts.
+	streamLegs := rotate([]string{"ours", "reference", "direct"}, index)
+	for _, leg := range streamLegs {
+		logf("%s: streaming %d updates", leg, c.stream)
+		if leg == "direct" {
+			s, err := directStream(e.direct, e.directSession, c.stream, &seq)
+			if err != nil {
+				return nil, fmt.Errorf("direct stream: %w", err)
+			}
+			r.stream["direct"] = s
+			continue
+		}
+		t := byKind(daemons, leg)
 		s, err := burstOverHTTP(ctx, t, "stream", c.stream)
 		if err != nil {
 			return nil, fmt.Errorf("%s stream: %w", t.kind, err)
@@ -85,30 +97,35 @@ func runRound(ctx context.Context, c config, e *env) (*round, error) {
 		r.rss[t.kind] = settledRSS(t.pid())
 		del(t, "stream")
 	}
-	s, err := directStream(e.direct, e.directSession, c.stream, &seq)
-	if err != nil {
-		return nil, fmt.Errorf("direct stream: %w", err)
-	}
-	r.stream["direct"] = s
 
-	// Round trips.
+	// Round trips, every leg in the same window: after each leg's untimed
+	// warm-up, the legs take turns in blocks of c.block requests (their
+	// order turning block by block), so that a change of the machine's
+	// state (load, which CPU each process was placed on) falls on every
+	// leg alike instead of on whichever ran during it.
 	for _, t := range daemons {
-		logf("%s: %d round trips", t.kind, c.roundTrips)
 		if _, err := mustPost(ctx, t, "rtt", "?agent=mock", initMsg); err != nil {
 			return nil, err
 		}
-		l, err := httpRoundTrips(ctx, t.url+"/v1/acp/rtt", c.warmup, c.roundTrips, &seq)
-		if err != nil {
-			return nil, fmt.Errorf("%s round trips: %w", t.kind, err)
-		}
-		r.rtt[t.kind] = l
+	}
+	legs := map[string]func() error{
+		"proxy":  func() error { return httpRoundTrip(ctx, e.proxyURL, &seq) },
+		"direct": func() error { return directRoundTrip(e.direct, &seq) },
+	}
+	for _, t := range daemons {
+		legs[t.kind] = func() error { return httpRoundTrip(ctx, t.url+"/v1/acp/rtt", &seq) }
+	}
+	order := []string{"ours", "reference", "proxy", "direct"}
+	logf("%d round trips per leg (%s), in blocks of %d", c.roundTrips, strings.Join(order, ", "), c.block)
+	durs, err := interleave(legs, order, c.warmup, c.roundTrips, c.block)
+	if err != nil {
+		return nil, err
+	}
+	for leg, d := range durs {
+		r.rtt[leg] = latencyOf(d)
+	}
+	for _, t := range daemons {
 		del(t, "rtt")
-	}
-	if r.rtt["proxy"], err = httpRoundTrips(ctx, e.proxyURL, c.warmup, c.roundTrips, &seq); err != nil {
-		return nil, fmt.Errorf("proxy round trips: %w", err)
-	}
-	if r.rtt["direct"], err = directRoundTrips(e.direct, c.warmup, c.roundTrips, &seq); err != nil {
-		return nil, fmt.Errorf("direct round trips: %w", err)
 	}
 
 	// First request of a new instance, spawn included: the mock, then the
@@ -142,26 +159,62 @@ func runRound(ctx context.Context, c config, e *env) (*round, error) {
 	return r, ctx.Err()
 }
 
-// httpRoundTrips POSTs warmup untimed then n timed echo requests to url,
-// one at a time over a kept-alive connection.
-func httpRoundTrips(ctx context.Context, url string, warmup, n int, seq *int) (latency, error) {
-	var durs []time.Duration
-	for i := range warmup + n {
-		*seq++
-		msg := `{"jsonrpc":"2.0","id":` + strconv.Itoa(*seq) + `,"method":"bench/ping","params":{}}`
-		start := time.Now()
-		st, b, err := postURL(ctx, url, msg)
-		if err != nil {
-			return latency{}, err
-		}
-		if st != 200 {
-			return latency{}, fmt.Errorf("POST %s: %d %s", url, st, b)
-		}
-		if i >= warmup {
-			durs = append(durs, time.Since(start))
+// interleave runs every leg's warm-up (warmup untimed requests each), then
+// n timed requests per leg in blocks of block: each block runs the legs
+// once in turn, starting one leg further on than the block before.
+func interleave(legs map[string]func() error, order []string, warmup, n, block int) (map[string][]time.Duration, error) {
+	for _, leg := range order {
+		for range warmup {
+			if err := legs[leg](); err != nil {
+				return nil, fmt.Errorf("%s round trips: %w", leg, err)
+			}
 		}
 	}
-	return latencyOf(durs), nil
+	durs := map[string][]time.Duration{}
+	for b := 0; b*block < n; b++ {
+		size := min(block, n-b*block)
+		for _, leg := range rotate(order, b) {
+			for range size {
+				start := time.Now()
+				if err := legs[leg](); err != nil {
+					return nil, fmt.Errorf("%s round trips: %w", leg, err)
+				}
+				durs[leg] = append(durs[leg], time.Since(start))
+			}
+		}
+	}
+	return durs, nil
+}
+
+// rotate returns s turned left by k places (a new slice).
+func rotate(s []string, k int) []string {
+	k %= len(s)
+	return append(append([]string(nil), s[k:]...), s[:k]...)
+}
+
+// byKind is the daemon of that kind.
+func byKind(ts []*target, kind string) *target {
+	for _, t := range ts {
+		if t.kind == kind {
+			return t
+		}
+	}
+	panic("no daemon " + kind)
+}
+
+// httpRoundTrip POSTs one echo request to url over a kept-alive
+// connection and checks its answer.
+func httpRoundTrip(ctx context.Context, url string, seq *int) error {
+	*seq++
+	msg := `{"jsonrpc":"2.0","id":` + strconv.Itoa(*seq) + `,"method":"bench/ping","params":{}}`
+	st, b, err := postURL(ctx, url, msg)
+	if err != nil {
+		return err
+	}
+	if st != 200 {
+		return fmt.Errorf("POST %s: %d %s", url, st, b)
+	}
+	return nil
 }
 
 // startProxy runs e2e/testagent -proxy in front of another mock, on the
