@@ -269,6 +269,54 @@ func TestSecretsEnvironHidden(t *testing.T) {
 	}
 }
 
+// TestSecretsCmdlineHidden: a token given as --token (the way the
+// reference's docs start a server) is gone from the command line the
+// kernel shows for the daemon's pid, which every local user and every
+// agent can read, --run-as or not; the flags around it stay, and the
+// token still authenticates, as a flag's (no --no-token override).
+func TestSecretsCmdlineHidden(t *testing.T) {
+	t.Parallel()
+	const tok = "sandbox_agent_secret_flag-4b1e"
+	for name, args := range map[string][]string{
+		"long":  {"--token", tok, "--max-instances", "7"},
+		"equal": {"--token=" + tok, "--max-instances", "7"},
+		"group": {"-nt", tok, "--max-instances", "7"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := harness.Start(t, harness.Options{Args: args})
+			pid := d.Cmd.Process.Pid
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(cmdline, []byte(tok)) {
+				t.Errorf("the token is on the command line: %q", cmdline)
+			}
+			if !bytes.Contains(cmdline, []byte("--max-instances\x007")) {
+				t.Errorf("the other flags were lost: %q", cmdline)
+			}
+			if st, _, _ := d.Do("GET", "/v1/health", nil); st != 401 {
+				t.Errorf("without the token: %d", st)
+			}
+			// A process of the API (as an agent would) reads it too.
+			script := fmt.Sprintf(`tr '\0' ' ' </proc/%d/cmdline`, pid)
+			body, _ := json.Marshal(map[string]any{"command": "sh", "args": []string{"-c", script}})
+			st, _, b := d.Do("POST", "/v1/processes/run", body, "Authorization", "Bearer "+tok, "Content-Type", "application/json")
+			if st != 200 {
+				t.Fatalf("run with the token: %d %s", st, b)
+			}
+			var out runResult
+			if err := json.Unmarshal(b, &out); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(out.Stdout, tok) || !strings.Contains(out.Stdout, "server") {
+				t.Errorf("a process reads /proc/%d/cmdline: %q", pid, out.Stdout)
+			}
+		})
+	}
+}
+
 // TestSecretsEnvFilter: no variable holding the token reaches an agent
 // or a process: not one of the daemon's own (its value the token, or
 // "Bearer <token>"), not one of the agents file, not one a client asks

@@ -79,7 +79,6 @@ func startTokens(ctx context.Context, token string, fromEnv bool, file string, s
 		if err := checkToken(token, "--token"); err != nil {
 			return nil, "", nil, err
 		}
-		log.Warn("--token is visible to every local user (ps, /proc/PID/cmdline); prefer --token-file or " + tokenEnv)
 		return authz.NewTokens(token), "flag", stop, nil
 	}
 	return authz.NewTokens(), "", stop, nil

@@ -40,7 +40,7 @@ inspector on /ui/. Stops on SIGINT or SIGTERM, stopping every agent.`,
 		Example: "  sandbox-agent server --host 127.0.0.1 --port 2468 --token \"$(openssl rand -hex 24)\"",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			hideEnvToken(c.ErrOrStderr()) // returns only if there is nothing to hide
+			hideToken(c.Flags(), c.ErrOrStderr()) // returns only if there is nothing to hide
 			if err := f.applyEnv(c.Flags()); err != nil {
 				return err
 			}
@@ -116,6 +116,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	defer stopTokens()
+	if tokenSource == "flag" && !f.tokenHidden {
+		log.Warn("--token is visible to every local user (ps, /proc/PID/cmdline); prefer --token-file or " + tokenEnv)
+	}
 	if f.noToken && tokenSource != "" {
 		// -n is the reference's "disable auth"; a token given as well
 		// (SDK launchers pass -n while an image may set the variable)

@@ -47,6 +47,7 @@ type serverFlags struct {
 	auth                              authFlags
 	opencode                          openCodeFlags
 	tokenFromEnv                      bool // token came from SANDBOX_AGENT_TOKEN
+	tokenHidden                       bool // --token, taken off the command line by the re-exec
 }
 
 // register defines the server's flags on fs, in the order --help lists
@@ -56,7 +57,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.StringVarP(&f.host, "host", "H", defaultHost, "address to listen on")
 	fs.StringVarP(&f.port, "port", "p", defaultPort, "port to listen on")
-	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1, /acp and /metrics requests (default: $SANDBOX_AGENT_TOKEN, else no token; other local users see flags in ps: prefer the variable or --token-file)")
+	fs.StringVarP(&f.token, "token", "t", "", "require this bearer token on /v1, /acp and /metrics requests (default: $SANDBOX_AGENT_TOKEN, else no token; on Linux the daemon takes it off its command line at start)")
 	fs.BoolVarP(&f.noToken, "no-token", "n", false, "run without a token: the default; a token given by --token, --token-file or $SANDBOX_AGENT_TOKEN still wins (logged)")
 	fs.VarP(&f.corsOrigins, "cors-allow-origin", "O", "allow this CORS origin (repeatable; '*' for any)")
 	fs.VarP(&f.corsMethods, "cors-allow-method", "M", "allow this CORS method (repeatable; default any)")
@@ -94,10 +95,11 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 // applyEnv fills what comes from the environment when the flag is not
 // given. The token is read here rather than used as the flag's default so
 // that --help never prints it; after the re-exec that hid it from
-// /proc/PID/environ (hideEnvToken), it comes from the descriptor the
-// previous image handed over.
+// /proc/PID/environ and --token from /proc/PID/cmdline (hideToken), it
+// comes from the descriptor the previous image handed over, as the flag's
+// or the variable's it was.
 func (f *serverFlags) applyEnv(fs *pflag.FlagSet) error {
-	tok, handed, err := handedToken()
+	tok, fromFlag, handed, err := handedToken()
 	if err != nil {
 		return err
 	}
@@ -106,7 +108,8 @@ func (f *serverFlags) applyEnv(fs *pflag.FlagSet) error {
 	}
 	if !fs.Changed("token") {
 		f.token = tok
-		f.tokenFromEnv = f.token != ""
+		f.tokenFromEnv = f.token != "" && !fromFlag
+		f.tokenHidden = f.token != "" && fromFlag
 	}
 	return nil
 }
