@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -13,6 +17,7 @@ import (
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
+	"github.com/sandbox-agent-go/sandbox-agent/app/files"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -53,8 +58,47 @@ type fsMoveInput struct {
 // readers of a large directory wait (503) instead of each holding it.
 const listingEntryCost = 1536
 
-type fsEntriesOutput struct {
-	Body []domain.FSEntry
+// writeEntries writes a listing as one JSON array, batch by batch as the
+// directory is read, byte for byte what encoding it whole would give
+// (huma's JSON: no HTML escaping, a final newline): a directory of any
+// size is answered holding one batch.
+func writeEntries(w io.Writer, l *files.Listing) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	sep := byte('[')
+	for {
+		batch, err := l.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for i := range batch {
+			buf.Reset()
+			if err := enc.Encode(&batch[i]); err != nil {
+				return err
+			}
+			_ = bw.WriteByte(sep)
+			sep = ','
+			if _, err := bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})); err != nil {
+				return err
+			}
+		}
+	}
+	if sep == '[' {
+		_ = bw.WriteByte('[')
+	}
+	_, _ = bw.WriteString("]\n")
+	return bw.Flush()
+}
+
+// entriesSchema is the schema of a listing's answer, the one huma derives
+// for []domain.FSEntry (the handler streams the array itself).
+func entriesSchema(api huma.API) *huma.Schema {
+	return api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[[]domain.FSEntry](), true, "")
 }
 
 type fsPathOutput struct {
@@ -84,16 +128,29 @@ func registerFS(api huma.API, cfg *Config) {
 		Summary:     "List a directory",
 		Description: "Entries are not followed through symbolic links (lstat): a link keeps the reference's `entryType` (`file`) and adds `symlink: true`. `path` defaults to the home directory.",
 		Tags:        fsTags, Security: route.Bearer,
-	}, route.OnPath(domain.ActionFSRead), route.WithHeaders(func(ctx context.Context, in *fsPathInput) (*fsEntriesOutput, error) {
-		p := in.Path
-		p = cmp.Or(p, ".")
-		entries, err := files.Entries(ctx, p, func(n int) error {
+		Responses: map[string]*huma.Response{
+			"200": {Description: "OK", Content: map[string]*huma.MediaType{"application/json": {Schema: entriesSchema(api)}}},
+		},
+	}, route.OnPath(domain.ActionFSRead), route.WithHeaders(func(ctx context.Context, in *fsPathInput) (*huma.StreamResponse, error) {
+		l, err := files.OpenListing(ctx, cmp.Or(in.Path, "."), func(n int) error {
 			return route.Hold(ctx, listingEntryCost*int64(n))
 		})
 		if err != nil {
 			return nil, err
 		}
-		return &fsEntriesOutput{Body: entries}, nil
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer l.Close()
+			_, w := route.Unwrap(hctx)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			if err := writeEntries(w, l); err != nil {
+				// The status is sent: a listing cut short ends the
+				// connection, so the client sees a broken answer, never
+				// a shorter list that parses.
+				route.Logger(ctx).Warn("listing cut short", "path", in.Path, "err", err)
+				panic(http.ErrAbortHandler)
+			}
+		}}, nil
 	}))
 
 	route.Register(api, huma.Operation{

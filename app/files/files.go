@@ -57,11 +57,36 @@ func (f *Files) Resolve(p string) (string, error) {
 	return abs, nil
 }
 
-// Entries lists a directory without following links (docs/api.md: lstat), sorted
-// by name. charge, when set, is called with the number of entries of each
-// batch read (the HTTP adapter charges them to the in-flight budget); its
-// error ends the listing.
-func (f *Files) Entries(ctx context.Context, p string, charge func(entries int) error) ([]domain.FSEntry, error) {
+// SortedUpTo is the size up to which a listing is in name order. A larger
+// directory is answered in the order the filesystem gives, which is what
+// the reference always answers, batch by batch as it is read: sorting
+// would hold every entry of a directory of any size at once (a directory
+// of 300 000 long names held 800 MB), and a listing holds at most this
+// many.
+const SortedUpTo = 10000
+
+// Listing is a directory being listed (OpenListing): Next gives its
+// entries in batches, without following links (docs/api.md: lstat).
+// Entries that are the daemon's secrets are left out.
+type Listing struct {
+	f      *Files
+	ctx    context.Context
+	target string
+	dir    afero.File
+	first  []domain.FSEntry // read by OpenListing, given by the first Next
+	done   bool
+	// Sorted is true when the whole directory fit in SortedUpTo entries
+	// and the entries come in name order.
+	Sorted bool
+}
+
+// OpenListing opens the directory p and reads up to SortedUpTo entries:
+// every error of the path itself (missing, not a directory, a secret,
+// unreadable) comes here, before any entry was given, so that a handler
+// can still answer it with its status. charge, when set, is called with
+// the number of entries read before the first Next (all that a listing
+// holds at once); its error ends the listing. Close must be called.
+func (f *Files) OpenListing(ctx context.Context, p string, charge func(entries int) error) (*Listing, error) {
 	target, err := f.Resolve(p)
 	if err != nil {
 		return nil, err
@@ -80,45 +105,97 @@ func (f *Files) Entries(ctx context.Context, p string, charge func(entries int) 
 	if err != nil {
 		return nil, fsError(target, err)
 	}
-	defer dir.Close()
-	var out []domain.FSEntry
-	for {
-		// In batches, each charged as it is read: a directory of a
-		// million files is refused as it grows, not once it is held.
-		infos, err := dir.Readdir(listBatch)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fsError(target, err)
+	l := &Listing{f: f, ctx: ctx, target: target, dir: dir}
+	for len(l.first) <= SortedUpTo && !l.done {
+		// In batches, each charged as it is read.
+		batch, err := l.read(min(listBatch, SortedUpTo+1-len(l.first)), charge)
+		if err != nil {
+			dir.Close()
+			return nil, err
 		}
-		if charge != nil && len(infos) > 0 {
-			if err := charge(len(infos)); err != nil {
-				return nil, err
-			}
-		}
-		if f.Secrets != nil {
-			infos = f.Secrets.Hide(target, infos)
-		}
-		for _, fi := range infos {
-			out = append(out, domain.FSEntry{
-				Name:      fi.Name(),
-				Path:      path.Join(target, fi.Name()),
-				EntryType: entryType(fi),
-				Size:      fi.Size(),
-				Modified:  modified(fi),
-				Symlink:   isLink(fi),
-			})
-		}
-		if err != nil || len(infos) == 0 {
-			break
-		}
-		if err := ctx.Err(); err != nil {
+		l.first = append(l.first, batch...)
+	}
+	if l.done && len(l.first) <= SortedUpTo {
+		l.Sorted = true
+		sort.Slice(l.first, func(i, j int) bool { return l.first[i].Name < l.first[j].Name })
+	}
+	if l.first == nil {
+		l.first = []domain.FSEntry{}
+	}
+	return l, nil
+}
+
+// read reads up to n entries, charged; done is set at the directory's end.
+func (l *Listing) read(n int, charge func(entries int) error) ([]domain.FSEntry, error) {
+	infos, err := l.dir.Readdir(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fsError(l.target, err)
+	}
+	if err != nil || len(infos) == 0 {
+		l.done = true
+	}
+	if charge != nil && len(infos) > 0 {
+		if err := charge(len(infos)); err != nil {
 			return nil, err
 		}
 	}
-	if out == nil {
-		out = []domain.FSEntry{}
+	if l.f.Secrets != nil {
+		infos = l.f.Secrets.Hide(l.target, infos)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, ctx.Err()
+	out := make([]domain.FSEntry, 0, len(infos))
+	for _, fi := range infos {
+		out = append(out, domain.FSEntry{
+			Name:      fi.Name(),
+			Path:      path.Join(l.target, fi.Name()),
+			EntryType: entryType(fi),
+			Size:      fi.Size(),
+			Modified:  modified(fi),
+			Symlink:   isLink(fi),
+		})
+	}
+	return out, l.ctx.Err()
+}
+
+// Next returns the next entries, and io.EOF once they were all given. A
+// batch may be empty (every entry of it was a secret).
+func (l *Listing) Next() ([]domain.FSEntry, error) {
+	if l.first != nil {
+		first := l.first
+		l.first = nil
+		return first, nil
+	}
+	if l.done {
+		return nil, io.EOF
+	}
+	return l.read(listBatch, nil)
+}
+
+// Close closes the directory.
+func (l *Listing) Close() error { return l.dir.Close() }
+
+// Entries lists a directory whole (OpenListing, then every batch): for
+// callers that need it all at once, which a directory larger than
+// SortedUpTo makes as large as it is.
+func (f *Files) Entries(ctx context.Context, p string, charge func(entries int) error) ([]domain.FSEntry, error) {
+	l, err := f.OpenListing(ctx, p, charge)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	var out []domain.FSEntry
+	for {
+		batch, err := l.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = []domain.FSEntry{}
+		}
+		out = append(out, batch...)
+	}
 }
 
 // listBatch is how many entries a listing reads at a time.

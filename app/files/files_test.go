@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,6 +103,68 @@ func TestFilesEntries(t *testing.T) {
 	} {
 		_, err := f.Entries(ctx, tt.p, nil)
 		wantErr(t, err, domain.KindInvalidRequest, tt.msg)
+	}
+}
+
+// TestFilesListingLarge: a directory of up to SortedUpTo entries comes
+// in name order in one batch; a larger one comes in batches no larger
+// than what OpenListing read plus listBatch, every entry once, the charge
+// called only for what OpenListing read (what the listing holds at once).
+func TestFilesListingLarge(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{SortedUpTo, SortedUpTo + 1, SortedUpTo + 2*listBatch + 7} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			fsys := afero.NewMemMapFs()
+			want := map[string]bool{}
+			for i := range n {
+				name := fmt.Sprintf("f%06d", (i*7919)%n) // not created in name order
+				want[name] = true
+				if err := afero.WriteFile(fsys, "/home/u/big/"+name, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f := &Files{Fs: fsys, Home: "/home/u"}
+			charged := 0
+			l, err := f.OpenListing(ctx, "big", func(k int) error { charged += k; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if l.Sorted != (n <= SortedUpTo) {
+				t.Errorf("Sorted = %v for %d entries", l.Sorted, n)
+			}
+			if charged > SortedUpTo+1 {
+				t.Errorf("charged %d entries; a listing holds at most %d", charged, SortedUpTo+1)
+			}
+			var got []string
+			for {
+				batch, err := l.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(batch) > SortedUpTo+1 {
+					t.Fatalf("a batch of %d entries", len(batch))
+				}
+				for _, e := range batch {
+					got = append(got, e.Name)
+				}
+			}
+			if len(got) != n {
+				t.Fatalf("%d entries listed, want %d", len(got), n)
+			}
+			for _, name := range got {
+				if !want[name] {
+					t.Fatalf("%q listed twice or never created", name)
+				}
+				delete(want, name)
+			}
+			if l.Sorted && !slices.IsSorted(got) {
+				t.Error("a directory within SortedUpTo is not in name order")
+			}
+		})
 	}
 }
 
