@@ -88,24 +88,29 @@ func BenchmarkBridgeRoundTrip(b *testing.B) {
 	goconn.echo(b, 0)
 
 	var direct, streamed, viaBridge, viaConn []time.Duration
-	i := 0
-	const block = 300
+	legs := []func(i int){
+		func(i int) { direct = append(direct, daemon.post(b, i)) },
+		func(i int) { streamed = append(streamed, withStream.post(b, i)) },
+		func(i int) { viaBridge = append(viaBridge, bridge.echo(b, i)) },
+		func(i int) { viaConn = append(viaConn, goconn.echo(b, i)) },
+	}
+	// The legs take turns in blocks of 50, their order turning block by
+	// block, six blocks each per iteration: a change of the machine's
+	// state (load, which CPU each process runs on) falls on every leg
+	// alike. (Blocks of 300 in a fixed order let one leg's p50 move 2x
+	// between runs while the others did not.)
+	i, turn := 0, 0
+	const block = 50
 	for b.Loop() {
-		for range block {
-			i++
-			direct = append(direct, daemon.post(b, i))
-		}
-		for range block {
-			i++
-			streamed = append(streamed, withStream.post(b, i))
-		}
-		for range block {
-			i++
-			viaBridge = append(viaBridge, bridge.echo(b, i))
-		}
-		for range block {
-			i++
-			viaConn = append(viaConn, goconn.echo(b, i))
+		for range 6 {
+			for k := range legs {
+				leg := legs[(k+turn)%len(legs)]
+				for range block {
+					i++
+					leg(i)
+				}
+			}
+			turn++
 		}
 	}
 	h, hs, br, gc := quantile(direct, 0.5), quantile(streamed, 0.5), quantile(viaBridge, 0.5), quantile(viaConn, 0.5)
