@@ -534,6 +534,11 @@ async function hostile() {
   const evilJS = `${base}/v1/fs/file?path=${encodeURIComponent(`${home}/evil.js`)}`;
   const site = createServer((req, res) => {
     res.setHeader("Content-Type", "text/html");
+    if (req.url === "/frame") {
+      // Clickjacking: the inspector and the docs in frames of another site.
+      res.end(`<!doctype html><iframe id=ui src="${base}/ui/"></iframe><iframe id=docs src="${base}/docs"></iframe>`);
+      return;
+    }
     res.end(`<!doctype html><script src="${evilJS}" onload="document.title='loaded'" onerror="document.title='refused'"></script>`);
   });
   await new Promise((resolve) => site.listen(0, "localhost", resolve));
@@ -542,6 +547,22 @@ async function hostile() {
   await attacker.goto(`http://localhost:${site.address().port}/`);
   await attacker.waitForFunction(() => document.title !== "");
   assert.deepEqual(await attacker.evaluate(() => [document.title, window.__pwned || null]), ["refused", null], "another site ran a daemon file as its script");
+
+  step("another site cannot frame the inspector or the docs (clickjacking)");
+  // Chromium reports each refused frame on the console.
+  const blocked = [];
+  let bothBlocked;
+  const refusals = new Promise((resolve) => { bothBlocked = resolve; });
+  attacker.on("console", (m) => {
+    if (/frame-ancestors|X-Frame-Options/.test(m.text())) blocked.push(m.text());
+    if (blocked.length === 2) bothBlocked();
+  });
+  await attacker.goto(`http://localhost:${site.address().port}/frame`);
+  await Promise.race([refusals, new Promise((resolve) => setTimeout(resolve, T))]);
+  assert.equal(blocked.length, 2, `frames refused: ${blocked.join(" | ")}`);
+  for (const f of attacker.frames().slice(1)) {
+    assert.equal(await f.locator("#token-input, #swagger-ui").count(), 0, `${f.url()} rendered in another site's frame`);
+  }
   await attacker.close();
   site.close();
 
