@@ -448,6 +448,12 @@ async function hostile() {
   const file = join(work, "hostile.jsonl");
   writeFileSync(file, lines.map((l) => (typeof l === "string" ? l : JSON.stringify(l))).join("\n") + "\n");
 
+  step("a link to a path named like an Object property opens the sessions view");
+  for (const p of ["/ui/constructor", "/ui/__proto__", "/ui/toString"]) {
+    await page.goto(`${base}${p}`);
+    await page.locator("#view-sessions:not([hidden]) #start-session").waitFor();
+  }
+
   step("a hostile agent's output is shown as text");
   await openUI("/ui/");
   await page.locator("#agent-select option[value=test]").waitFor({ state: "attached" });
