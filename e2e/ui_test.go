@@ -18,7 +18,7 @@ func TestUI(t *testing.T) {
 	artifacts := artifactsDir(t)
 	run := func(t *testing.T, scenario string, args ...string) {
 		d := harness.Start(t, harness.Options{Args: args})
-		env := []string{"BASE_URL=" + d.URL, "SCENARIO=" + scenario, "CHROMIUM=" + browser, "ARTIFACTS=" + artifacts}
+		env := []string{"BASE_URL=" + d.URL, "SCENARIO=" + scenario, "CHROMIUM=" + browser, "ARTIFACTS=" + artifacts, "WORK=" + t.TempDir()}
 		for i, a := range args {
 			if a == "--token" && i+1 < len(args) {
 				env = append(env, "TOKEN="+args[i+1])
@@ -37,6 +37,19 @@ func TestUI(t *testing.T) {
 	// Processes run with a token: the terminal WebSocket carries it as the
 	// access_token query parameter, as browsers cannot set headers on one.
 	t.Run("processes", func(t *testing.T) { run(t, "processes", "--token", "ui-pr0c") })
+	// A hostile agent (e2e/testagent -acp, prompted "emit FILE"), hostile
+	// file names and contents, hostile process output and error details:
+	// all shown as text, nothing run, no CSP violation, the page still
+	// works. Without a token, the worst case: a browser can fetch the fs
+	// API's files by URL.
+	t.Run("hostile", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "agents.json")
+		doc := `{"agents":[{"id":"test","command":"` + harness.TestAgent + `","args":["-acp"]}]}`
+		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, "hostile", "--agents-file", f)
+	})
 }
 
 // TestDocsOffline opens /docs with every non-loopback request blocked and

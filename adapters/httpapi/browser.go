@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
@@ -25,6 +26,18 @@ import (
 //     CORS) whose Origin is neither the daemon's own nor allowed by -O is
 //     answered 403, as is one marked Sec-Fetch-Site: cross-site without
 //     an allowed Origin. Non-browser clients send neither header.
+//   - Embedding: a request a page on another site makes without CORS
+//     (Sec-Fetch-Site: cross-site, Sec-Fetch-Mode: no-cors: a <script>,
+//     <img>, <link> or <video> pointing at the daemon) is answered 403,
+//     unless -O allows any origin ('*'). Such a page cannot read the
+//     answer, but a file run as its script (a .js or JSONP-shaped file
+//     served by /v1/fs/file) or measured as its image would leak to it,
+//     and without a token nothing else stops it. Navigations (a link, a
+//     download) and CORS requests (the browser enforces -O) pass.
+//   - Sniffing: every response says X-Content-Type-Options: nosniff, so a
+//     browser never runs or renders a body as something its Content-Type
+//     does not say: a file of the fs API (application/octet-stream) loaded
+//     by a <script> on the daemon's own origin is refused, not run.
 //   - Content type: operations taking JSON require application/json
 //     (checkJSONBody), which a page cannot send without a preflight.
 func guardBrowsers(next http.Handler, cfg *Config) http.Handler {
@@ -33,19 +46,35 @@ func guardBrowsers(next http.Handler, cfg *Config) http.Handler {
 		allowed[hostName(h)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["X-Content-Type-Options"] = nosniff
 		if cfg.CheckHost && !hostAllowed(r.Host, allowed) {
 			msg := "host '" + r.Host + "' is not allowed; use localhost or 127.0.0.1, or start the daemon with --allowed-host NAME"
 			route.WriteProblem(w, route.ProblemFor(r.Context(), route.WithStatus(http.StatusMisdirectedRequest, domain.InvalidRequest("%s", msg))))
 			return
 		}
+		msg := ""
 		if changesState(r) {
-			if msg := crossSite(r, cfg.CORS); msg != "" {
-				route.WriteProblem(w, route.ProblemFor(r.Context(), domain.PermissionDenied(msg)))
-				return
-			}
+			msg = crossSite(r, cfg.CORS)
+		} else if embedded(r) && !slices.Contains(cfg.CORS.Origins, "*") {
+			msg = "cross-site request refused: a page on another site cannot embed the daemon's responses (Sec-Fetch-Mode: no-cors); fetch with CORS (see --cors-allow-origin)"
+		}
+		if msg != "" {
+			route.WriteProblem(w, route.ProblemFor(r.Context(), domain.PermissionDenied(msg)))
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// nosniff is the X-Content-Type-Options value, shared by every response
+// (a slice literal: an Add would copy it, never write into it).
+var nosniff = []string{"nosniff"}
+
+// embedded reports whether r is a browser's no-cors request from another
+// site: a page embedding a daemon URL as a script, image, style or media.
+func embedded(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site") &&
+		strings.EqualFold(r.Header.Get("Sec-Fetch-Mode"), "no-cors")
 }
 
 // changesState reports whether a browser could change something with r:

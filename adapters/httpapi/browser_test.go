@@ -6,9 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/afero"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/agents"
 	"github.com/sandbox-agent-go/sandbox-agent/app/files"
@@ -50,6 +54,14 @@ func TestBrowserGuard(t *testing.T) {
 		{"-O origin", "DELETE", "/v1/acp/x", "", map[string]string{"Origin": "https://app.example", "Sec-Fetch-Site": "cross-site"}, 204, ""},
 		{"no browser headers (a CLI)", "DELETE", "/v1/acp/x", "", nil, 204, ""},
 
+		{"another site's <script src> of a file", "GET", "/v1/fs/file?path=a.js", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}, 403, "permission_denied"},
+		{"another site's <img src>", "GET", "/v1/health", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}, 403, "permission_denied"},
+		{"another site's HEAD no-cors", "HEAD", "/v1/health", "", map[string]string{"Sec-Fetch-Site": "Cross-Site", "Sec-Fetch-Mode": "No-Cors"}, 403, ""},
+		{"another site's CORS fetch (the browser enforces -O)", "GET", "/v1/health", "", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"}, 200, ""},
+		{"a link from another site", "GET", "/v1/health", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, 200, ""},
+		{"the inspector's own <img>", "GET", "/v1/health", "", map[string]string{"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors"}, 200, ""},
+		{"another port of localhost is same-site", "GET", "/v1/health", "", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"}, 200, ""},
+
 		{"move without Content-Type", "POST", "/v1/fs/move", `{"from":"a","to":"b"}`, map[string]string{"Content-Type": ""}, 415, "unsupported_media_type"},
 		{"move as text/plain", "POST", "/v1/fs/move", `{"from":"a","to":"b"}`, map[string]string{"Content-Type": "text/plain"}, 415, "unsupported_media_type"},
 		{"install with a text/plain body", "POST", "/v1/agents/nope/install", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, "unsupported_media_type"},
@@ -77,6 +89,72 @@ func TestBrowserGuard(t *testing.T) {
 			}
 			if tt.kind != "" {
 				wantProblem(t, problemOf(t, resp, b), tt.kind, "")
+			}
+		})
+	}
+}
+
+// With -O '*' any site may read the daemon's answers through CORS, so
+// embedding one (no-cors) is no more than that: not refused.
+func TestEmbeddingWithWildcardCORS(t *testing.T) {
+	srv := plainServer(t, Config{CORS: CORS{Origins: []string{"*"}}})
+	resp, b := doHTTP(t, "GET", srv.URL+"/v1/health", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+}
+
+// Every answer says nosniff, whoever writes it: a route, a problem, the
+// browser guard, an unknown path, the UI, an SSE stream, a file: so no
+// browser runs or renders a body as other than its Content-Type.
+func TestNosniffEverywhere(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "page.html"), []byte("<script>alert(1)</script>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := plainServer(t, Config{
+		CheckHost: true, Token: "t",
+		Files: &files.Files{Fs: afero.NewOsFs(), Home: home},
+		UI:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ui")) }),
+	})
+	auth := map[string]string{"Authorization": "Bearer t"}
+	for _, tt := range []struct {
+		name, method, path string
+		hdr                map[string]string
+		status             int
+	}{
+		{"json", "GET", "/v1/health", auth, 200},
+		{"root", "GET", "/", nil, 200},
+		{"401", "GET", "/v1/health", nil, 401},
+		{"421", "GET", "/v1/health", map[string]string{"Host": "evil.example"}, 421},
+		{"403 cross-site", "DELETE", "/v1/acp/x", map[string]string{"Origin": "https://evil.example", "Authorization": "Bearer t"}, 403},
+		{"404", "GET", "/nope", nil, 404},
+		{"ui", "GET", "/ui/", nil, 200},
+		{"file", "GET", "/v1/fs/file?path=page.html", auth, 200},
+		{"file range", "GET", "/v1/fs/file?path=page.html", map[string]string{"Authorization": "Bearer t", "Range": "bytes=0-3"}, 206},
+		{"file 416", "GET", "/v1/fs/file?path=page.html", map[string]string{"Authorization": "Bearer t", "Range": "bytes=900-"}, 416},
+		{"openapi", "GET", "/openapi.json", nil, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+			for k, v := range tt.hdr {
+				if k == "Host" {
+					req.Host = v
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			}
+			if got := resp.Header.Values("X-Content-Type-Options"); len(got) != 1 || got[0] != "nosniff" {
+				t.Errorf("X-Content-Type-Options = %q", got)
 			}
 		})
 	}

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -16,11 +18,19 @@ type CORS struct {
 	Credentials bool
 }
 
-// Validate rejects combinations browsers refuse, at start-up rather than
-// per request.
+// Validate rejects combinations browsers refuse, and origins no browser
+// sends, at start-up rather than per request.
 func (c CORS) Validate() error {
+	for _, o := range c.Origins {
+		if err := checkOrigin(o); err != nil {
+			return err
+		}
+	}
 	if !c.Credentials {
 		return nil
+	}
+	if slices.Contains(c.Origins, "null") {
+		return errors.New("--cors-allow-credentials cannot be combined with the origin 'null': every sandboxed frame, data: URL and file:// page sends it, whatever site it comes from")
 	}
 	if slices.Contains(c.Origins, "*") {
 		return errors.New("--cors-allow-credentials cannot be combined with the wildcard origin '*'; list the origins explicitly")
@@ -30,6 +40,25 @@ func (c CORS) Validate() error {
 	}
 	if len(c.Headers) == 0 || slices.Contains(c.Headers, "*") {
 		return errors.New("--cors-allow-credentials needs explicit --cors-allow-header values (wildcard headers are not allowed with credentials)")
+	}
+	return nil
+}
+
+// checkOrigin accepts what a browser can send as Origin (and '*'): a
+// scheme and a host, with a port or not, in lower case; or "null". An
+// origin written otherwise (a trailing slash, a path, capitals) would
+// never match, and CORS would fail with no word of why.
+func checkOrigin(o string) error {
+	if o == "*" || o == "null" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" ||
+		strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
+		return fmt.Errorf("--cors-allow-origin %q is not an origin: write scheme://host[:port], with no path, not even a trailing '/' (e.g. https://app.example.com)", o)
+	}
+	if o != strings.ToLower(o) {
+		return fmt.Errorf("--cors-allow-origin %q: browsers send origins in lower case; write %q", o, strings.ToLower(o))
 	}
 	return nil
 }
@@ -44,13 +73,15 @@ func (c CORS) wrap(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The answer depends on Origin whether it is allowed or not: a
+		// cache must not give one origin's answer to another.
+		h := w.Header()
+		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
 		if !c.allowed(origin) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h := w.Header()
-		h.Add("Vary", "Origin")
 		if slices.Contains(c.Origins, "*") && !c.Credentials {
 			h.Set("Access-Control-Allow-Origin", "*")
 		} else {

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
+	"path"
 	"reflect"
 	"strconv"
 	"strings"
@@ -156,7 +158,7 @@ func registerFS(api huma.API, cfg *Config) {
 	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
 		Summary:     "Read a file",
-		Description: "Streams the file as application/octet-stream. Supports `Range` (206; 416 when no range overlaps the file; an invalid `Range` is ignored: 200, the whole file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
+		Description: "Streams the file as application/octet-stream, always as a download (`Content-Disposition: attachment` with the file's name, `Content-Security-Policy: sandbox`), so a browser never opens an HTML or SVG file as a page of the daemon. Supports `Range` (206; 416 when no range overlaps the file; an invalid `Range` is ignored: 200, the whole file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
 		Tags:        fsTags, Security: route.Bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},
@@ -177,7 +179,7 @@ func registerFS(api huma.API, cfg *Config) {
 				// A /proc file: size 0, no seeking to its end, which
 				// ServeContent needs (it answered a text/plain 500).
 				// Streamed whole, without ranges, as a read gives it.
-				w.Header().Set("Content-Type", "application/octet-stream")
+				download(w.Header(), in.Path)
 				w.Header().Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
 				w.WriteHeader(http.StatusOK)
 				if r.Method != http.MethodHead {
@@ -194,7 +196,7 @@ func registerFS(api huma.API, cfg *Config) {
 					r.Header.Del("Range")
 				}
 			}
-			w.Header().Set("Content-Type", "application/octet-stream")
+			download(w.Header(), in.Path)
 			http.ServeContent(&rangeProblems{ResponseWriter: w, ctx: r.Context()}, r, "", fi.ModTime(), file)
 		}}, nil
 	})
@@ -363,6 +365,28 @@ func requiredInDocument(api huma.API, name string, paths ...string) {
 	}
 }
 
+// downloadCSP keeps a file's bytes inert if a browser ever shows them as a
+// document: no script, no plug-in, no subresource, a unique origin.
+const downloadCSP = "sandbox; default-src 'none'"
+
+// download sets the headers of a file's bytes sent to whoever asked: any
+// file, an HTML or SVG one an agent wrote included, is a download named
+// for the file (Content-Disposition: attachment), never a page on the
+// daemon's origin holding the inspector's token; with the daemon-wide
+// nosniff, a <script> pointing at it is refused too. The body itself is
+// the file's bytes unchanged, as the SDKs read it.
+func download(h http.Header, p string) {
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Security-Policy", downloadCSP)
+	cd := "attachment"
+	if name := path.Base(strings.TrimRight(p, "/")); name != "." && name != "/" && name != "" {
+		if v := mime.FormatMediaType("attachment", map[string]string{"filename": name}); v != "" {
+			cd = v
+		}
+	}
+	h.Set("Content-Disposition", cd)
+}
+
 // rangeProblems turns the 416 that http.ServeContent writes as text/plain
 // into a problem, keeping its Content-Range header.
 type rangeProblems struct {
@@ -378,7 +402,8 @@ func (w *rangeProblems) WriteHeader(code int) {
 	}
 	w.swallow = true
 	h := w.Header()
-	h.Del("X-Content-Type-Options")
+	h.Del("Content-Disposition")
+	h.Del("Content-Security-Policy")
 	p := route.ProblemFor(w.ctx, route.WithStatus(code, domain.InvalidRequest("requested range not satisfiable")))
 	body := p.Body()
 	h.Set("Content-Type", "application/problem+json")

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -389,5 +390,54 @@ func TestFSEntriesCharged(t *testing.T) {
 	}
 	if u := budget.Used(); u != 0 {
 		t.Errorf("%d bytes still charged after the answer", u)
+	}
+}
+
+// A file is always a download: Content-Disposition attachment with its
+// name (a hostile name encoded, never breaking the header), a sandboxing
+// CSP and octet-stream, so an HTML or SVG file an agent wrote never opens
+// as a page of the daemon's origin. The bytes are the file's, unchanged.
+func TestFSFileIsADownload(t *testing.T) {
+	fsys, home := afero.NewMemMapFs(), "/home/u"
+	srv := fsServer(t, fsys, home, 0)
+	const page = `<html><script>alert(document.domain)</script></html>`
+	for _, tt := range []struct{ name, disposition string }{
+		{"evil.html", `attachment; filename=evil.html`},
+		{`a "quoted"; name.svg`, `attachment; filename="a \"quoted\"; name.svg"`},
+		{"é.html", `attachment; filename*=utf-8''%C3%A9.html`},
+		{"line\r\nX-Injected: 1.html", `attachment; filename*=utf-8''line%0D%0AX-Injected%3A%201.html`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := path.Join(home, tt.name)
+			if err := afero.WriteFile(fsys, p, []byte(page), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, rng := range []string{"", "bytes=0-5"} {
+				r := fsDo(t, srv, fsCall{method: "GET", target: "/v1/fs/file?path=" + url.QueryEscape(p), headers: map[string]string{"Range": rng}})
+				want := page
+				if rng != "" {
+					want = page[:6]
+				}
+				if r.status/100 != 2 || string(r.body) != want {
+					t.Fatalf("Range %q: %d %q", rng, r.status, r.body)
+				}
+				for k, v := range map[string]string{
+					"Content-Type":            "application/octet-stream",
+					"Content-Disposition":     tt.disposition,
+					"Content-Security-Policy": "sandbox; default-src 'none'",
+					"X-Content-Type-Options":  "nosniff",
+					"X-Injected":              "",
+				} {
+					if got := r.header.Get(k); got != v {
+						t.Errorf("Range %q: %s = %q, want %q", rng, k, got, v)
+					}
+				}
+			}
+		})
+	}
+	// A refused range is a problem, not a download.
+	r := fsDo(t, srv, fsCall{method: "GET", target: "/v1/fs/file?path=a.txt", headers: map[string]string{"Range": "bytes=500-"}})
+	if r.status != 416 || r.header.Get("Content-Disposition") != "" || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("416: %d %v", r.status, r.header)
 	}
 }

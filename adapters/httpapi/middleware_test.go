@@ -196,6 +196,27 @@ func TestCORS(t *testing.T) {
 		{"errors carry CORS headers too", CORS{Origins: []string{"https://app.example"}}, "GET",
 			map[string]string{"Origin": "https://app.example"}, 401,
 			map[string]string{"Access-Control-Allow-Origin": "https://app.example"}},
+		{"hostile origin: not reflected, and the answer varies by Origin", CORS{Origins: []string{"https://app.example"}}, "GET",
+			map[string]string{"Origin": "https://evil.example", "Authorization": "Bearer t"}, 200,
+			map[string]string{"Access-Control-Allow-Origin": "", "Access-Control-Allow-Credentials": "", "Vary": "Origin"}},
+		{"hostile origin with credentials: nothing", CORS{Origins: []string{"https://app.example"}, Methods: []string{"GET"}, Headers: []string{"Authorization"}, Credentials: true}, "GET",
+			map[string]string{"Origin": "https://evil.example", "Authorization": "Bearer t"}, 200,
+			map[string]string{"Access-Control-Allow-Origin": "", "Access-Control-Allow-Credentials": ""}},
+		{"a look-alike origin is another origin", CORS{Origins: []string{"https://app.example"}, Methods: []string{"GET"}, Headers: []string{"Authorization"}, Credentials: true}, "GET",
+			map[string]string{"Origin": "https://app.example.evil.example", "Authorization": "Bearer t"}, 200,
+			map[string]string{"Access-Control-Allow-Origin": "", "Access-Control-Allow-Credentials": ""}},
+		{"hostile preflight: no 204, no CORS header", CORS{Origins: []string{"https://app.example"}, Methods: []string{"GET"}, Headers: []string{"Authorization"}, Credentials: true}, "OPTIONS",
+			map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}, 401,
+			map[string]string{"Access-Control-Allow-Origin": "", "Access-Control-Allow-Methods": "", "Access-Control-Allow-Credentials": ""}},
+		{"null origin not listed", CORS{Origins: []string{"https://app.example"}}, "OPTIONS",
+			map[string]string{"Origin": "null", "Access-Control-Request-Method": "POST"}, 401,
+			map[string]string{"Access-Control-Allow-Origin": ""}},
+		{"wildcard answers null with *, never the origin itself", CORS{Origins: []string{"*"}}, "GET",
+			map[string]string{"Origin": "null", "Authorization": "Bearer t"}, 200,
+			map[string]string{"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Credentials": ""}},
+		{"no Origin: no CORS header", CORS{Origins: []string{"*"}}, "GET",
+			map[string]string{"Authorization": "Bearer t"}, 200,
+			map[string]string{"Access-Control-Allow-Origin": "", "Vary": "Origin"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,6 +249,15 @@ func TestCORSValidate(t *testing.T) {
 		{"credentials with wildcard methods", CORS{Origins: []string{"https://a"}, Methods: []string{"*"}, Headers: []string{"X"}, Credentials: true}, "--cors-allow-method"},
 		{"credentials with default headers", CORS{Origins: []string{"https://a"}, Methods: []string{"GET"}, Credentials: true}, "--cors-allow-header"},
 		{"credentials with wildcard headers", CORS{Origins: []string{"https://a"}, Methods: []string{"GET"}, Headers: []string{"*"}, Credentials: true}, "--cors-allow-header"},
+		{"credentials with null", CORS{Origins: []string{"https://a", "null"}, Methods: []string{"GET"}, Headers: []string{"X"}, Credentials: true}, "'null'"},
+		{"null without credentials", CORS{Origins: []string{"null"}}, ""},
+		{"with a port", CORS{Origins: []string{"http://localhost:5173", "http://[::1]:3000", "http://127.0.0.1:5173"}}, ""},
+		{"trailing slash", CORS{Origins: []string{"https://app.example/"}}, "not an origin"},
+		{"a path", CORS{Origins: []string{"https://app.example/app"}}, "not an origin"},
+		{"no scheme", CORS{Origins: []string{"app.example"}}, "not an origin"},
+		{"user info", CORS{Origins: []string{"https://u@app.example"}}, "not an origin"},
+		{"a query", CORS{Origins: []string{"https://app.example?x"}}, "not an origin"},
+		{"capitals", CORS{Origins: []string{"https://App.example"}}, "lower case"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

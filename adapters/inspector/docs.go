@@ -60,7 +60,11 @@ func (h *docsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	serveAsset(w, r, a, a == h.index)
+	page := ""
+	if a == h.index {
+		page = csp
+	}
+	serveAsset(w, r, a, page)
 }
 
 // gunzip returns a gzip-compressed asset's body decompressed, for the rare

@@ -28,10 +28,21 @@ var contentTypes = map[string]string{
 	".ico":  "image/x-icon",
 }
 
-// csp keeps the page to its own origin: it only ever talks to the daemon
-// that served it. blob: and data: cover file previews and downloads.
+// csp keeps a page to its own origin: it only ever talks to the daemon
+// that served it, runs only the script files the daemon serves (no inline
+// script, no event handler attributes, no javascript: URLs), and cannot be
+// framed. blob: and data: cover file previews and downloads. The docs
+// page (Swagger UI) has this one.
 const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
 	"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+
+// uiCSP is the inspector's: csp, and Trusted Types enforced with no
+// policy at all, so a string reaching an HTML or script sink (innerHTML,
+// insertAdjacentHTML, document.write, an on* attribute, a script's src)
+// throws instead of being parsed: the page never uses one, and it shows
+// what agents, files and processes send, holding the bearer token.
+// Swagger UI renders markdown through innerHTML, so /docs cannot have it.
+const uiCSP = csp + "; require-trusted-types-for 'script'; trusted-types 'none'"
 
 // asset is one embedded file, read once at start-up. A gzip asset (a
 // "<name>.gz" file, as Swagger UI ships) is served compressed to clients
@@ -108,6 +119,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" {
 			target += "?" + r.URL.RawQuery
 		}
+		// The query may hold ?token=: kept out of caches and Referers.
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Referrer-Policy", "no-referrer")
 		http.Redirect(w, r, target, http.StatusMovedPermanently)
 		return
 	}
@@ -118,19 +132,29 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a == nil {
 		a = h.index
 	}
-	serveAsset(w, r, a, a == h.index)
+	page := ""
+	if a == h.index {
+		page = uiCSP
+	}
+	serveAsset(w, r, a, page)
 }
 
-// serveAsset writes one embedded file; a page (page true) gets the strict
-// Content-Security-Policy.
-func serveAsset(w http.ResponseWriter, r *http.Request, a *asset, page bool) {
+// serveAsset writes one embedded file; a page gets the given
+// Content-Security-Policy. Every file says nosniff, sends no Referer (the
+// inspector's address may carry ?token=) and may not be framed (the CSP's
+// frame-ancestors, and X-Frame-Options for browsers without it); a page
+// keeps no opener from another origin (COOP), so a site that opened it
+// cannot script or navigate it.
+func serveAsset(w http.ResponseWriter, r *http.Request, a *asset, page string) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", a.contentType)
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
-	if page {
-		hdr.Set("Content-Security-Policy", csp)
+	hdr.Set("X-Frame-Options", "DENY")
+	if page != "" {
+		hdr.Set("Content-Security-Policy", page)
+		hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
 	}
 	body := a.body
 	if a.gzip {

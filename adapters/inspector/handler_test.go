@@ -152,3 +152,83 @@ func TestMethodsAndCaching(t *testing.T) {
 		t.Errorf("index.html CSP = %q", csp)
 	}
 }
+
+// TestSecurityHeaders: the inspector's pages run only the daemon's own
+// script files, under Trusted Types, cannot be framed, keep no opener and
+// send no Referer; every file says nosniff. The docs page has the same
+// policy but Trusted Types (Swagger UI renders markdown as HTML).
+func TestSecurityHeaders(t *testing.T) {
+	for _, p := range []string{"/ui/", "/ui/index.html", "/ui/files/x", "/ui/js/main.js", "/ui/style.css", "/ui/favicon.svg", "/docs", "/docs/init.js"} {
+		t.Run(p, func(t *testing.T) {
+			var rec *httptest.ResponseRecorder
+			if strings.HasPrefix(p, "/docs") {
+				rec = serveDocs(t, p)
+			} else {
+				rec = serve(t, http.MethodGet, p)
+			}
+			page := strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html")
+			want := map[string]string{
+				"X-Content-Type-Options": "nosniff",
+				"X-Frame-Options":        "DENY",
+				"Referrer-Policy":        "no-referrer",
+			}
+			switch {
+			case page && strings.HasPrefix(p, "/docs"):
+				want["Content-Security-Policy"] = csp
+				want["Cross-Origin-Opener-Policy"] = "same-origin"
+			case page:
+				want["Content-Security-Policy"] = uiCSP
+				want["Cross-Origin-Opener-Policy"] = "same-origin"
+			default:
+				want["Content-Security-Policy"] = ""
+			}
+			for k, v := range want {
+				if got := rec.Header().Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+	for _, directive := range []string{"script-src 'self';", "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'", "form-action 'none'",
+		"require-trusted-types-for 'script'", "trusted-types 'none'"} {
+		if !strings.Contains(uiCSP, directive) {
+			t.Errorf("the inspector's CSP lacks %s: %s", directive, uiCSP)
+		}
+	}
+	if strings.Contains(uiCSP, "unsafe") || strings.Contains(csp, "unsafe") {
+		t.Errorf("a CSP allows unsafe-*: %s", uiCSP)
+	}
+	// The redirect keeps a ?token= out of caches and Referers.
+	rec := serve(t, http.MethodGet, "/ui?token=s3cret")
+	if rec.Header().Get("Cache-Control") != "no-store" || rec.Header().Get("Referrer-Policy") != "no-referrer" {
+		t.Errorf("redirect headers: %v", rec.Header())
+	}
+}
+
+// TestNoHTMLSinks: no module of the page parses a string as markup or
+// code. Everything agents, files and processes send is shown as text;
+// the CSP's Trusted Types make such a sink throw at run time, this says
+// so at review time.
+func TestNoHTMLSinks(t *testing.T) {
+	assets, err := load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks := []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "srcdoc",
+		"createContextualFragment", "DOMParser", "javascript:", `setAttribute("on`, "setTimeout(\"", "setInterval(\""}
+	for name, a := range assets {
+		if !strings.HasSuffix(name, ".js") && !strings.HasSuffix(name, ".html") {
+			continue
+		}
+		for i, line := range strings.Split(string(a.body), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "//") {
+				continue // comments may name them
+			}
+			for _, s := range sinks {
+				if strings.Contains(line, s) {
+					t.Errorf("%s:%d uses %s", name, i+1, s)
+				}
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -165,6 +166,21 @@ func warnIfExposed(log *slog.Logger, addr net.Addr, tokens *authz.Tokens, polici
 		msg += " (unless an auth policy refuses every request it does not authenticate)"
 	}
 	log.Warn("!!! "+msg+" !!!", "addr", addr.String())
+}
+
+// warnOpenCORS logs, loudly, that -O '*' without a token lets every web
+// page the user opens drive the daemon through their browser: CORS then
+// allows any origin to send state-changing requests and read the answers.
+func warnOpenCORS(log *slog.Logger, origins []string, tokens *authz.Tokens, policies bool) {
+	if !slices.Contains(origins, "*") || tokens.Configured() {
+		return
+	}
+	msg := "--cors-allow-origin '*' with NO TOKEN: any web page opened in a browser that can reach this daemon can run agents and " +
+		"read and write files through it. Set a token (--token-file FILE or " + tokenEnv + ") or list the origins you trust"
+	if policies {
+		msg += " (unless an auth policy refuses every request it does not authenticate)"
+	}
+	log.Warn("!!! " + msg + " !!!")
 }
 
 // checkTokenHeader refuses a --token-header that cannot name a header the

@@ -38,6 +38,30 @@ func TestWarnIfExposed(t *testing.T) {
 	}
 }
 
+// -O '*' without a token says so, loudly: every web page could use the
+// daemon through the user's browser.
+func TestWarnOpenCORS(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		origins []string
+		tokens  *authz.Tokens
+		warn    bool
+	}{
+		{"any origin, no token", []string{"https://a.example", "*"}, authz.NewTokens(), true},
+		{"any origin, token", []string{"*"}, authz.NewTokens("t"), false},
+		{"listed origins, no token", []string{"https://a.example"}, authz.NewTokens(), false},
+		{"no CORS", nil, authz.NewTokens(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			warnOpenCORS(slog.New(slog.NewTextHandler(&buf, nil)), tt.origins, tt.tokens, false)
+			if got := strings.Contains(buf.String(), "NO TOKEN"); got != tt.warn {
+				t.Errorf("warned %v: %s", got, buf.String())
+			}
+		})
+	}
+}
+
 func TestStartTokens(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	ctx, sec := t.Context(), fsys.NewSecrets()

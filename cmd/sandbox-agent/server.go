@@ -163,6 +163,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	// --allowed-host): a DNS-rebinding page's requests carry its own name.
 	checkHost := isLoopback(ln.Addr()) || len(f.auth.allowedHosts) > 0
 	warnIfExposed(log, ln.Addr(), tokens, authz != nil)
+	warnOpenCORS(log, f.corsOrigins, tokens, authz != nil)
 
 	httpCfg := httpapi.Config{
 		Version:      version,

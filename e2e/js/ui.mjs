@@ -1,8 +1,11 @@
 // Drives the inspector (/ui/) in headless Chromium with playwright-core, as
 // a person would. Env: BASE_URL, TOKEN (optional), SCENARIO (sessions |
-// agents | files | config | processes), CHROMIUM (browser path; see browser.mjs), ARTIFACTS (directory
-// for screenshots). Exits non-zero on any failed expectation.
+// agents | files | config | processes | hostile), CHROMIUM (browser path; see browser.mjs), ARTIFACTS (directory
+// for screenshots), WORK (hostile: a directory for the agent's script).
+// Exits non-zero on any failed expectation.
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { launch } from "./browser.mjs";
 
@@ -24,6 +27,13 @@ async function api(method, path, body, headers = {}) {
 const { context, close } = await launch({ acceptDownloads: true });
 const page = context.pages()[0] || await context.newPage();
 page.setDefaultTimeout(T);
+// Every Content-Security-Policy (and Trusted Types) violation the page
+// sees: the inspector itself never causes one, so any is hostile markup
+// that reached the DOM and was only stopped by the policy.
+await page.addInitScript(() => {
+  window.__csp = [];
+  document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI} ${e.sample}`));
+});
 const pageErrors = [];
 page.on("pageerror", (e) => pageErrors.push(e));
 const consoleErrors = [];
@@ -362,6 +372,218 @@ async function processes() {
   assert.equal((await api("GET", "/v1/processes")).json().processes.length, 0);
 }
 
+// The hostile scenario: everything an agent, a file name, a file's bytes,
+// a process's output or an error detail can hold is shown as text, never
+// run, parsed as markup or turned into attributes. A payload that ran sets
+// window.__pwned; one stopped only by the CSP shows in window.__csp.
+const markup = `<img src=x onerror="window.__pwned='img'"><script>window.__pwned='script'</script>` +
+  `<svg onload="window.__pwned='svg'"></svg><a href="javascript:window.__pwned='href'">link</a>` +
+  `<iframe srcdoc="<script>parent.__pwned='srcdoc'</script>"></iframe><style>body{display:none}</style>`;
+// An object where the page expects a string: the DOM helper must not take
+// it for attributes.
+const object = {
+  innerHTML: [`<img src=x onerror="window.__pwned='innerHTML'">`], outerHTML: [markup], textContent: ["pwned-text"],
+  onclick: "window.__pwned='onclick'", onmouseover: "window.__pwned='onmouseover'",
+  style: "position:fixed;inset:0;background:red", href: "javascript:window.__pwned='href'", src: "javascript:0",
+  class: "pwned-class", id: "pwned-id", hidden: true, "data-pwned": "1", dataset: { pwned: "1" }, title: "pwned-title",
+};
+
+// pwned lists what hostile markup did to the page: elements or attributes
+// it created, script it ran, policy violations it caused.
+async function pwned() {
+  return page.evaluate(() => {
+    const found = [];
+    if (window.__pwned) found.push(`script ran: ${window.__pwned}`);
+    for (const v of window.__csp || []) found.push(`CSP violation: ${v}`);
+    const sel = ["img[src=x]", "img[onerror]", "script:not([src='/ui/js/main.js'])", "svg", "iframe", "style", "a[href^='javascript' i]",
+      "[onclick]", "[onmouseover]", "[onload]", "[onerror]", "[style]:not([style=''])", "[src^='javascript' i]", ".pwned-class", "#pwned-id",
+      "[data-pwned]", "[title=pwned-title]"];
+    for (const s of sel) {
+      const n = document.querySelectorAll(s).length;
+      if (n) found.push(`${n} × ${s}`);
+    }
+    if (getComputedStyle(document.body).display === "none") found.push("body hidden by injected CSS");
+    return found;
+  });
+}
+
+async function hostile() {
+  const work = process.env.WORK;
+  assert.ok(work, "WORK is set");
+  const sid = "$SESSION";
+  const up = (update, sessionId = sid) => ({ jsonrpc: "2.0", method: "session/update", params: { sessionId, update } });
+  const lines = [
+    up({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: markup } }),
+    up({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: markup } }),
+    up({ sessionUpdate: "agent_message_chunk", content: object }),
+    up({ sessionUpdate: "agent_message_chunk", content: { type: markup } }),
+    up({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: object } }),
+    up({ sessionUpdate: "agent_message_chunk", content: { type: "image", mimeType: "image/png", data: `x" onerror="window.__pwned='data'` } }),
+    up({ sessionUpdate: "agent_message_chunk", content: { type: "image", mimeType: markup, data: "x" } }),
+    up({ sessionUpdate: "agent_message_chunk", content: { type: "resource_link", name: markup, uri: "javascript:window.__pwned='uri'" } }),
+    up({ sessionUpdate: "agent_message_chunk", content: { type: "resource", resource: { uri: markup } } }),
+    up({ sessionUpdate: "tool_call", toolCallId: markup, title: markup, kind: object, status: object,
+      content: [{ type: "diff", path: object, oldText: object, newText: markup }, { type: "content", content: { type: "text", text: markup } },
+        { type: "terminal", terminalId: markup }, { type: markup }],
+      locations: [{ path: markup, line: object }, { path: object }] }),
+    up({ sessionUpdate: "tool_call_update", toolCallId: markup, title: object, locations: 7 }),
+    up({ sessionUpdate: "tool_call", toolCallId: "t2", title: "odd shapes", content: [null, 3, "x"], locations: [null] }),
+    up({ sessionUpdate: "tool_call", toolCallId: "t3", title: "odder shapes", content: "not an array", locations: { path: markup } }),
+    up({ sessionUpdate: "plan", entries: object }),
+    up({ sessionUpdate: "plan", entries: [{ content: markup, status: "x pwned-class", priority: markup }, { content: object, status: object, priority: object }, null] }),
+    up({ sessionUpdate: "available_commands_update", availableCommands: [{ name: markup }, null] }),
+    up({ sessionUpdate: "current_mode_update", currentModeId: object }),
+    up({ sessionUpdate: markup, extra: markup }),
+    up({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "to an object session" } }, object),
+    { jsonrpc: "2.0", method: markup, params: { sessionId: sid, x: markup } },
+    { jsonrpc: "2.0", id: "h-1", method: markup, params: { sessionId: sid } },
+    { jsonrpc: "2.0", id: "h-2", method: "session/request_permission", params: { sessionId: sid,
+      toolCall: { toolCallId: markup, title: object, kind: object },
+      options: [{ optionId: markup, name: markup, kind: object }, { optionId: "ok", name: object, kind: "allow_once" }, null] } },
+    markup, // not JSON: the daemon wraps it in _adapter/invalid_stdout
+    // The prompt is the inspector's third request (initialize, session/new,
+    // session/prompt): answered with an error whose message and data are hostile.
+    { jsonrpc: "2.0", id: 3, error: { code: -32000, message: markup, data: object } },
+  ];
+  const file = join(work, "hostile.jsonl");
+  writeFileSync(file, lines.map((l) => (typeof l === "string" ? l : JSON.stringify(l))).join("\n") + "\n");
+
+  step("a link to a path named like an Object property opens the sessions view");
+  for (const p of ["/ui/constructor", "/ui/__proto__", "/ui/toString"]) {
+    await page.goto(`${base}${p}`);
+    await page.locator("#view-sessions:not([hidden]) #start-session").waitFor();
+  }
+
+  step("a hostile agent's output is shown as text");
+  await openUI("/ui/");
+  await page.locator("#agent-select option[value=test]").waitFor({ state: "attached" });
+  await page.selectOption("#agent-select", "test");
+  await page.click("#start-session");
+  await page.locator(".transcript .note", { hasText: "opened in" }).waitFor();
+  await prompt(`emit ${file}`);
+  await page.locator(".transcript .error", { hasText: "prompt failed: JSON-RPC error -32000: <img src=x" }).waitFor();
+  await agentText("emitted").waitFor();
+  await page.locator(".card.permission").waitFor();
+  await page.locator(".transcript .note", { hasText: "agent wrote a non-JSON line: <img src=x" }).waitFor();
+  // The markup is there, as text.
+  await agentText("<script>window.__pwned='script'</script>").first().waitFor();
+  await page.locator(".card.tool .diff .path", { hasText: '"innerHTML"' }).waitFor();
+  await page.locator(".card.permission .title", { hasText: '"innerHTML"' }).waitFor();
+  await page.locator(".card.plan li", { hasText: "<iframe srcdoc" }).first().waitFor();
+  // Every raw envelope opened: their bodies are text too.
+  for (const d of await page.locator(".raw-entry summary, .card.tool summary").all()) await d.click();
+  await page.locator(".raw-entry pre.json", { hasText: "window.__pwned" }).first().waitFor();
+  await shot("hostile-session");
+  // The page still works: a permission option is answered.
+  await page.locator(".card.permission button[data-option=ok]").click();
+  await page.locator(".card.permission .perm-status", { hasText: "answered" }).waitFor();
+  assert.deepEqual(await pwned(), [], "hostile agent output changed the page");
+
+  step("the page enforces Trusted Types: an HTML sink throws instead of parsing");
+  const sinks = await page.evaluate(() => {
+    const out = {};
+    const tryIt = (name, fn) => { try { fn(); out[name] = "parsed"; } catch (e) { out[name] = e.name; } };
+    const el = document.createElement("div");
+    tryIt("innerHTML", () => { el.innerHTML = "<b>x</b>"; });
+    tryIt("insertAdjacentHTML", () => el.insertAdjacentHTML("beforeend", "<b>x</b>"));
+    tryIt("onclick attribute", () => el.setAttribute("onclick", "window.__pwned='tt'"));
+    return out;
+  });
+  assert.deepEqual(sinks, { innerHTML: "TypeError", insertAdjacentHTML: "TypeError", "onclick attribute": "TypeError" }, JSON.stringify(sinks));
+  await page.evaluate(() => { window.__csp = []; }); // the three refusals above were reported as violations
+
+  step("hostile file names and contents");
+  const home = (await api("GET", "/v1/fs/stat?path=.")).json().path;
+  const svgName = `<img src=x onerror="window.__pwned='fname'">.svg`;
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned='svgfile'"><script>window.__pwned='svgscript'</script><rect width="10" height="10"/></svg>`;
+  const put = async (name, body) => assert.equal((await api("PUT", `/v1/fs/file?path=${encodeURIComponent(`${home}/${name}`)}`, body,
+    { "Content-Type": "application/octet-stream" })).status, 200, name);
+  await put(svgName, svg);
+  await put("evil.html", `<html><body><script>window.__pwned='html'</script><p id=rendered>rendered</p></body></html>`);
+  await put("evil.js", "window.__pwned = 'js';");
+  await page.click("a[data-view=files]");
+  const svgRow = page.locator("tr[data-type=file]", { hasText: "onerror" });
+  await svgRow.locator(".entry-name").click();
+  const preview = page.locator(".viewer img.preview");
+  await preview.waitFor();
+  assert.match(await preview.getAttribute("src"), /^data:image\/svg\+xml;base64,/, "an SVG previews from a data: URL, never a same-origin blob: document");
+  await page.locator(".viewer-name", { hasText: svgName }).waitFor();
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click(".viewer-head button")]);
+  assert.ok(download.suggestedFilename().endsWith(".svg"), download.suggestedFilename());
+  await page.fill("#fs-path", `${home}/${markup.replace(/\//g, "")}`);
+  await page.press("#fs-path", "Enter");
+  await page.locator(".fs-status .error").waitFor();
+  await shot("hostile-files");
+  assert.deepEqual(await pwned(), [], "hostile files changed the page");
+
+  step("a file served by the fs API cannot become script or a page on the daemon's origin");
+  // From /docs: a page of the daemon's origin without Trusted Types (the
+  // inspector's would refuse the script's src before any request).
+  const docs = await context.newPage();
+  await docs.goto(`${base}/docs`);
+  const ran = await docs.evaluate(async (src) => {
+    const s = document.createElement("script");
+    s.src = src;
+    const loaded = await new Promise((resolve) => { s.onload = () => resolve("load"); s.onerror = () => resolve("error"); document.head.append(s); });
+    s.remove();
+    return { loaded, pwned: window.__pwned || null };
+  }, `/v1/fs/file?path=${encodeURIComponent(`${home}/evil.js`)}`);
+  assert.deepEqual(ran, { loaded: "error", pwned: null }, "a file loaded as <script src> from the fs API");
+  await docs.close();
+  const other = await context.newPage();
+  const nav = await other.goto(`${base}/v1/fs/file?path=${encodeURIComponent(`${home}/evil.html`)}`).then(() => "rendered", (e) => String(e.message));
+  assert.match(nav, /Download is starting/, "a file navigated to is downloaded, not rendered");
+  assert.equal(await other.evaluate(() => (document.getElementById("rendered") ? "rendered" : null) || window.__pwned || null), null);
+  await other.close();
+
+  step("another site cannot include a file of the daemon as its script (no token: nothing else stops it)");
+  const evilJS = `${base}/v1/fs/file?path=${encodeURIComponent(`${home}/evil.js`)}`;
+  const site = createServer((req, res) => {
+    res.setHeader("Content-Type", "text/html");
+    if (req.url === "/frame") {
+      // Clickjacking: the inspector and the docs in frames of another site.
+      res.end(`<!doctype html><iframe id=ui src="${base}/ui/"></iframe><iframe id=docs src="${base}/docs"></iframe>`);
+      return;
+    }
+    res.end(`<!doctype html><script src="${evilJS}" onload="document.title='loaded'" onerror="document.title='refused'"></script>`);
+  });
+  await new Promise((resolve) => site.listen(0, "localhost", resolve));
+  const attacker = await context.newPage();
+  // localhost and 127.0.0.1 are different sites.
+  await attacker.goto(`http://localhost:${site.address().port}/`);
+  await attacker.waitForFunction(() => document.title !== "");
+  assert.deepEqual(await attacker.evaluate(() => [document.title, window.__pwned || null]), ["refused", null], "another site ran a daemon file as its script");
+
+  step("another site cannot frame the inspector or the docs (clickjacking)");
+  // Chromium reports each refused frame on the console.
+  const blocked = [];
+  let bothBlocked;
+  const refusals = new Promise((resolve) => { bothBlocked = resolve; });
+  attacker.on("console", (m) => {
+    if (/frame-ancestors|X-Frame-Options/.test(m.text())) blocked.push(m.text());
+    if (blocked.length === 2) bothBlocked();
+  });
+  await attacker.goto(`http://localhost:${site.address().port}/frame`);
+  await Promise.race([refusals, new Promise((resolve) => setTimeout(resolve, T))]);
+  assert.equal(blocked.length, 2, `frames refused: ${blocked.join(" | ")}`);
+  for (const f of attacker.frames().slice(1)) {
+    assert.equal(await f.locator("#token-input, #swagger-ui").count(), 0, `${f.url()} rendered in another site's frame`);
+  }
+  await attacker.close();
+  site.close();
+
+  step("hostile process output");
+  await page.click("a[data-view=processes]");
+  await page.fill("#proc-command", `printf '%s' '${markup.replace(/'/g, "")}'`);
+  await page.click("#proc-run");
+  await page.locator("#run-output pre.stdout", { hasText: "<img src=x" }).waitFor();
+  await page.fill("#proc-command", `printf '%s\n' '${markup.replace(/'/g, "")}'; cat`);
+  await page.click("#proc-start");
+  await page.locator("#proc-logs", { hasText: "<svg onload" }).waitFor();
+  await page.locator("td.code", { hasText: "<img src=x" }).first().waitFor();
+  await shot("hostile-processes");
+  assert.deepEqual(await pwned(), [], "hostile process output changed the page");
+}
 
 // requireRoute fails at once, saying why, when the daemon lacks a route
 // family the scenario needs (rather than timing out in the page).
@@ -373,6 +595,10 @@ async function requireRoute(path, what) {
 }
 
 const needs = {
+  hostile: async () => {
+    await requireRoute("/v1/fs/stat?path=.", "the file routes /v1/fs/*");
+    await requireRoute("/v1/processes", "the process routes /v1/processes/*");
+  },
   files: () => requireRoute("/v1/fs/stat?path=.", "the file routes /v1/fs/*"),
   processes: () => requireRoute("/v1/processes", "the process routes /v1/processes/*"),
   config: async () => {
@@ -381,7 +607,7 @@ const needs = {
   },
 };
 
-const scenarios = { sessions, agents, files, config, processes };
+const scenarios = { sessions, agents, files, config, processes, hostile };
 let failed = null;
 try {
   await needs[scenario]?.();
@@ -392,6 +618,7 @@ try {
   failed = e;
   await shot(`${scenario}-failure`).catch(() => {});
   console.error(`FAILED (${scenario}): ${e.stack || e}`);
+  if (scenario === "hostile") console.error(`what hostile input did to the page: ${JSON.stringify(await pwned().catch((err) => String(err)))}`);
   if (pageErrors.length) console.error(`page errors: ${pageErrors.join("\n")}`);
 } finally {
   await close();

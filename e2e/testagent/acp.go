@@ -29,6 +29,10 @@ import (
 //	think       a thought chunk, then text
 //	plan        a plan of two entries
 //	title T     session_info_update with title T
+//	emit FILE   writes each line of FILE to stdout as it is, "$SESSION"
+//	            replaced by the session's id (a JSON string's contents),
+//	            then text "emitted N lines": a hostile agent's output for
+//	            the inspector's tests, written by the test
 //	anything    text "echo: <prompt>", prefixed "(loaded) " in a session
 //	            this process loaded
 func serveACP(stateDir string) {
@@ -257,6 +261,19 @@ func (a *acpAgent) turn(sid, text string, cancel chan struct{}) string {
 		}})
 	case "title":
 		a.update(sid, map[string]any{"sessionUpdate": "session_info_update", "title": rest})
+		return "end_turn"
+	case "emit":
+		b, err := os.ReadFile(strings.TrimSpace(rest))
+		if err != nil {
+			a.say(sid, "emit: "+err.Error())
+			return "end_turn"
+		}
+		n := 0
+		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			write([]byte(strings.ReplaceAll(line, "$SESSION", sid)))
+			n++
+		}
+		a.say(sid, "emitted "+strconv.Itoa(n)+" lines")
 		return "end_turn"
 	}
 	a.mu.Lock()

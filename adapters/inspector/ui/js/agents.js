@@ -2,7 +2,7 @@
 // install state, and install buttons (POST /v1/agents/{agent}/install).
 
 import { getJSON, sendJSON } from "./api.js";
-import { errorBox, fmtDuration, h, replace, spinner } from "./dom.js";
+import { errorBox, fmtDuration, h, replace, spinner, str } from "./dom.js";
 
 // knownAgents is api.md section 5's list, used when the daemon has no
 // catalogue route.
@@ -75,11 +75,11 @@ function row(a) {
     btn.addEventListener("click", () => install(a.id, !!a.installed, btn, status));
   }
   return h("tr", { "data-agent": a.id },
-    h("td", h("strong", a.id)),
+    h("td", h("strong", str(a.id))),
     h("td", builtin ? h("span.badge.ok.builtin", { title: "part of the daemon; needs no install" }, "built in") : yesNo(a.installed)),
     h("td", yesNo(a.credentialsAvailable)),
-    h("td", a.version || h("span.muted", "—")),
-    a.path ? h("td.path", a.path) : h("td", h("span.muted", "—")),
+    h("td", a.version ? str(a.version) : h("span.muted", "—")),
+    a.path ? h("td.path", str(a.path)) : h("td", h("span.muted", "—")),
     h("td", a.serverStatus && a.serverStatus.status === "running"
       ? h("span.badge.ok", `running ${fmtDuration(a.serverStatus.uptimeMs)}`) : h("span.muted", "—")),
     h("td", caps ? h("details.caps", h("summary", `${caps.length}/${total}`), h("div.chips", caps.map((c) => h("span.chip", c)))) : h("span.muted", "—")),
@@ -87,7 +87,7 @@ function row(a) {
     h("td.actions", btn, status,
       // configError: what is wrong with the agent's setup, e.g. a launcher
       // whose program is gone.
-      a.configError ? h("div.error.small.config-error", a.configError) : null));
+      a.configError ? h("div.error.small.config-error", str(a.configError)) : null));
 }
 
 // options shows the agent's session config options (model, mode, ...) with
@@ -96,8 +96,8 @@ function options(list) {
   if (!Array.isArray(list) || !list.length) return h("span.muted", "—");
   return h("details.caps", h("summary", `${list.length}`),
     h("ul.options", list.map((o) => h("li",
-      h("strong", o.name || o.id), ": ", String(o.currentValue ?? ""),
-      Array.isArray(o.options) ? h("span.muted", ` (${o.options.map((x) => x.value ?? x.name).join(", ")})`) : null))));
+      h("strong", str(o && (o.name || o.id))), ": ", str(o && o.currentValue),
+      o && Array.isArray(o.options) ? h("span.muted", ` (${o.options.map((x) => str(x && (x.value ?? x.name))).join(", ")})`) : null))));
 }
 
 async function install(id, reinstall, btn, status) {
@@ -107,7 +107,7 @@ async function install(id, reinstall, btn, status) {
     const res = await sendJSON("POST", `/v1/agents/${encodeURIComponent(id)}/install`, null, reinstall ? { reinstall: true } : {});
     const arts = (res && res.artifacts) || [];
     replace(status, h("div.ok", res && res.already_installed ? "already installed" : "installed"),
-      arts.length ? h("ul.artifacts", arts.map((x) => h("li", `${x.kind} (${x.source}${x.version ? " " + x.version : ""}): `, h("code", x.path)))) : null);
+      arts.length ? h("ul.artifacts", arts.map((x) => h("li", `${str(x.kind)} (${str(x.source)}${x.version ? " " + str(x.version) : ""}): `, h("code", str(x.path))))) : null);
     refresh();
   } catch (e) {
     replace(status, errorBox(e, "install failed"));

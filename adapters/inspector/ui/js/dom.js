@@ -1,11 +1,19 @@
 // Tiny DOM helpers. Everything the agent or the daemon sends is put in the
-// page as text (textContent), never as HTML.
+// page as text (text nodes, textContent), never as HTML: nothing here or in
+// the other modules uses innerHTML, insertAdjacentHTML or document.write,
+// and the page's Content-Security-Policy enforces Trusted Types, so such a
+// sink would throw rather than parse markup.
 
 // h builds an element: h("div#id.a.b", {onclick, title, ...}, ...children).
-// Attributes: "class" adds classes, "text" sets textContent, "on<event>"
-// adds a listener, known properties (value, disabled, ...) are set as
-// properties, everything else as attributes. Children may be strings, nodes,
-// arrays, null or false.
+// Children may be strings, nodes, arrays, null or false; any other value is
+// shown as its JSON text (str).
+//
+// The second argument is taken for attributes only when it is a plain
+// object whose every key is one h knows (see setAttr); anything else is a
+// child. Call sites pass what agents, files and processes sent (wrapped in
+// str, but a slip must stay harmless): a JSON object where a string was
+// expected is then shown as text, never turned into an event handler,
+// markup (innerHTML), a style or a javascript: URL.
 export function h(spec, attrs, ...children) {
   const parts = spec.match(/[.#]?[^.#]+/g) || ["div"];
   const el = document.createElement(parts[0][0] === "." || parts[0][0] === "#" ? "div" : parts.shift());
@@ -13,29 +21,73 @@ export function h(spec, attrs, ...children) {
     if (p[0] === "#") el.id = p.slice(1);
     else el.classList.add(p.slice(1));
   }
-  if (attrs && (typeof attrs !== "object" || attrs instanceof Node || Array.isArray(attrs))) {
+  if (attrs !== undefined && !isAttrs(attrs)) {
     children.unshift(attrs);
     attrs = null;
   }
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === undefined || v === null || (v === false && !(k in el))) continue;
-    if (k === "class") el.classList.add(...String(v).split(/\s+/).filter(Boolean));
-    else if (k === "text") el.textContent = v;
-    else if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
-    else if (k === "dataset") Object.assign(el.dataset, v);
-    else if (k in el && typeof v !== "string") el[k] = v;
-    else if (k === "value") el.value = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
+  for (const [k, v] of Object.entries(attrs || {})) setAttr(el, k, v);
   append(el, children);
   return el;
+}
+
+// Attributes set from a string or number; booleans set the property.
+const plainAttrs = new Set(["accept", "alt", "colspan", "download", "id", "max", "min", "placeholder", "role",
+  "rows", "size", "spellcheck", "tabindex", "title", "type"]);
+const boolProps = new Set(["checked", "disabled", "hidden", "multiple", "spellcheck"]);
+const namedAttr = /^(?:aria|data)-[a-z0-9-]+$/;
+
+function knownAttr(k) {
+  return k === "class" || k === "text" || k === "value" || k === "dataset" || k === "href" || k === "src" ||
+    /^on[a-z]+$/.test(k) || plainAttrs.has(k) || boolProps.has(k) || namedAttr.test(k);
+}
+
+function isAttrs(v) {
+  if (v === null || typeof v !== "object" || Object.getPrototypeOf(v) !== Object.prototype) return false;
+  return Object.keys(v).every(knownAttr);
+}
+
+// setAttr sets one attribute the safe way: event handlers only from
+// functions, href only to a blob: URL (downloads), src only to a blob: or
+// a base64 data: image, nothing else that can hold script or style.
+function setAttr(el, k, v) {
+  if (v === undefined || v === null || v === false && !boolProps.has(k)) return;
+  if (/^on[a-z]+$/.test(k)) {
+    if (typeof v === "function") el.addEventListener(k.slice(2), v);
+  } else if (k === "class") {
+    el.classList.add(...str(v).split(/\s+/).filter(Boolean));
+  } else if (k === "text") {
+    el.textContent = str(v);
+  } else if (k === "value") {
+    el.value = str(v);
+  } else if (k === "dataset") {
+    for (const [dk, dv] of Object.entries(v)) if (/^[a-z][a-zA-Z0-9]*$/.test(dk)) el.dataset[dk] = str(dv);
+  } else if (k === "href") {
+    if (typeof v === "string" && v.startsWith("blob:")) el.setAttribute("href", v);
+  } else if (k === "src") {
+    if (typeof v === "string" && /^(?:blob:|data:image\/(?:png|jpeg|gif|webp|bmp|x-icon|svg\+xml);base64,)/.test(v)) el.setAttribute("src", v);
+  } else if (typeof v === "boolean" && boolProps.has(k)) {
+    el[k] = v;
+  } else if (typeof v === "string" || typeof v === "number" || v === true) {
+    el.setAttribute(k, v === true ? "" : String(v));
+  }
+}
+
+// str is how a value that should have been a string is shown: itself, or
+// its JSON text ("" for undefined and null).
+export function str(v) {
+  if (typeof v === "string") return v;
+  if (v === undefined || v === null) return "";
+  if (typeof v === "object") {
+    try { return JSON.stringify(v); } catch { return String(v); }
+  }
+  return String(v);
 }
 
 function append(el, children) {
   for (const c of children) {
     if (c === null || c === undefined || c === false) continue;
     if (Array.isArray(c)) append(el, c);
-    else el.append(c instanceof Node ? c : String(c));
+    else el.append(c instanceof Node ? c : str(c));
   }
 }
 
@@ -80,8 +132,8 @@ export function spinner(label) {
 export function errorBox(err, prefix) {
   const extra = err && err.extra;
   return h("div.error", { role: "alert" },
-    h("strong", prefix ? `${prefix}: ` : ""), err && err.message ? err.message : String(err),
-    extra ? h("pre.stderr", extra) : null);
+    h("strong", prefix ? `${prefix}: ` : ""), str(err && err.message ? err.message : String(err)),
+    extra ? h("pre.stderr", str(extra)) : null);
 }
 
 export function randomID(n = 6) {
@@ -98,6 +150,16 @@ export function download(blob, name) {
   a.click();
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+// dataURL returns bytes as a base64 data: URL of the given type.
+export function dataURL(bytes, type) {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+    r.readAsDataURL(new Blob([bytes], { type }));
+  });
 }
 
 export function pretty(text) {

@@ -3,7 +3,7 @@
 // batches (POST /v1/fs/upload-batch), create directories, move and delete.
 
 import { getJSON, request, sendJSON } from "./api.js";
-import { download, errorBox, fmtBytes, fmtTime, h, replace, spinner } from "./dom.js";
+import { dataURL, download, errorBox, fmtBytes, fmtTime, h, replace, spinner, str } from "./dom.js";
 
 const PREVIEW_BYTES = 256 * 1024; // bytes read to preview a large file
 const IMAGE = /\.(png|jpe?g|gif|webp|svg|bmp|ico)$/i;
@@ -88,7 +88,7 @@ async function list(path) {
 
 function row(e) {
   const isDir = e.entryType === "directory";
-  const name = h("button.link.entry-name", { type: "button", title: e.path }, isDir ? `${e.name}/` : e.name);
+  const name = h("button.link.entry-name", { type: "button", title: str(e.path) }, isDir ? `${str(e.name)}/` : str(e.name));
   name.addEventListener("click", () => (isDir ? list(e.path) : view(e.path, e.size)));
   const actions = h("td.actions");
   const normal = () => replace(actions,
@@ -123,7 +123,7 @@ function row(e) {
       .then(() => list(cwd), (err) => status(errorBox(err, "delete failed")));
   }
   normal();
-  return h("tr", { "data-name": e.name, "data-type": e.entryType },
+  return h("tr", { "data-name": str(e.name), "data-type": str(e.entryType) },
     h("td", h("span", { class: `icon ${isDir ? "dir" : "file"}`, "aria-hidden": "true" }), name),
     h("td.num", isDir ? "" : fmtBytes(e.size)),
     h("td", fmtTime(e.modified)),
@@ -146,9 +146,13 @@ async function view(path, size) {
     if (buf.length > PREVIEW_BYTES) buf = buf.slice(0, PREVIEW_BYTES);
     const note = partial ? h("div.muted.small", `showing the first ${fmtBytes(buf.length)} of ${fmtBytes(size)}`) : null;
     if (IMAGE.test(name) && !partial) {
-      const type = /\.svg$/i.test(name) ? "image/svg+xml" : "";
-      const url = URL.createObjectURL(new Blob([buf], type ? { type } : {}));
-      replace(body, h("img.preview", { src: url, alt: name }));
+      // A data: URL, not a blob: one: a blob: URL is of the daemon's
+      // origin, so "open image in new tab" on an SVG would run its
+      // script there; a data: document has an origin of its own, and
+      // browsers refuse to open one at the top level. The type is taken
+      // from the name: the fs API sends every file as octet-stream.
+      const type = /\.svg$/i.test(name) ? "image/svg+xml" : imageType(name);
+      replace(body, h("img.preview", { src: await dataURL(buf, type), alt: name }));
       return;
     }
     let text = null;
@@ -158,6 +162,11 @@ async function view(path, size) {
   } catch (e) {
     replace(body, errorBox(e, "cannot read"));
   }
+}
+
+function imageType(name) {
+  const ext = name.toLowerCase().split(".").pop();
+  return { jpg: "image/jpeg", jpeg: "image/jpeg", png: "image/png", gif: "image/gif", webp: "image/webp", bmp: "image/bmp", ico: "image/x-icon" }[ext] || "image/png";
 }
 
 function hexdump(b) {

@@ -16,7 +16,8 @@ let current = null;
 
 function route() {
   const name = location.pathname.replace(/^\/ui\/?/, "").split("/")[0] || "sessions";
-  show(views[name] ? name : "sessions");
+  // Own keys only: /ui/constructor or /ui/__proto__ must not name a view.
+  show(Object.hasOwn(views, name) ? name : "sessions");
 }
 
 function show(name) {

@@ -6,7 +6,7 @@
 // ANSI control sequences stripped (no terminal emulator).
 
 import { getJSON, getToken, sendJSON } from "./api.js";
-import { errorBox, h, replace, spinner } from "./dom.js";
+import { errorBox, h, replace, spinner, str } from "./dom.js";
 import { Stream } from "./sse.js";
 
 let root;
@@ -43,8 +43,8 @@ export function mount(el) {
           h("span.muted", `${r.durationMs} ms`),
           r.stdoutTruncated ? h("span.warn", "stdout truncated") : null,
           r.stderrTruncated ? h("span.warn", "stderr truncated") : null),
-        h("h3", "stdout"), h("pre.output.stdout", r.stdout),
-        r.stderr ? [h("h3", "stderr"), h("pre.output.stderr", r.stderr)] : null);
+        h("h3", "stdout"), h("pre.output.stdout", str(r.stdout)),
+        r.stderr ? [h("h3", "stderr"), h("pre.output.stderr", str(r.stderr))] : null);
     } catch (e) {
       replace(runOut, errorBox(e, "run failed"));
     }
@@ -103,11 +103,11 @@ function row(p) {
   };
   const running = p.status === "running";
   return h("tr", { "data-id": p.id, "data-status": p.status },
-    h("td", h("button.link", { onclick: () => select(p.id, p.tty) }, p.id)),
-    h("td.code", [p.command, ...(p.args || [])].join(" "), p.tty ? h("span.badge", "tty") : null),
-    h("td.status", p.status),
-    h("td", p.pid ?? ""),
-    h("td", p.exitCode ?? p.signal ?? ""),
+    h("td", h("button.link", { onclick: () => select(p.id, p.tty) }, str(p.id))),
+    h("td.code", [p.command, ...(p.args || [])].map(str).join(" "), p.tty ? h("span.badge", "tty") : null),
+    h("td.status", str(p.status)),
+    h("td", str(p.pid)),
+    h("td", str(p.exitCode ?? p.signal)),
     h("td", new Date(p.createdAtMs).toLocaleTimeString()),
     h("td.row",
       act("Logs", () => select(p.id, p.tty)),

@@ -4,7 +4,7 @@
 // as raw JSON-RPC envelopes with their sequence numbers.
 
 import { ApiError, RPCError, getJSON, request } from "./api.js";
-import { errorBox, h, pretty, randomID, replace, spinner } from "./dom.js";
+import { errorBox, h, pretty, randomID, replace, spinner, str } from "./dom.js";
 import { Stream } from "./sse.js";
 import { Transcript } from "./transcript.js";
 import { catalogue } from "./agents.js";
@@ -193,6 +193,7 @@ class Instance {
     cwd = cwd || ui.cwd.value || "/";
     try {
       const { result } = await this.call("session/new", { cwd, mcpServers: [] });
+      if (!result || !validSession(result.sessionId)) throw new Error(`the agent answered session/new without a sessionId: ${JSON.stringify(result)}`);
       const s = this.session(result.sessionId);
       this.select(result.sessionId);
       s.transcript.note(`session ${result.sessionId} opened in ${cwd}`);
@@ -285,30 +286,37 @@ class Instance {
       return;
     }
     if (!msg || typeof msg !== "object") return;
-    const hasId = Object.prototype.hasOwnProperty.call(msg, "id");
-    if (msg.method && hasId) return this.agentRequest(msg);
-    if (msg.method) return this.notification(msg);
-    if (hasId) return this.response(msg);
+    // What an agent sends may have any shape: a message the decoded view
+    // cannot show stays in the raw log, marked, and the stream goes on.
+    try {
+      const hasId = Object.prototype.hasOwnProperty.call(msg, "id");
+      if (msg.method && hasId) return this.agentRequest(msg);
+      if (msg.method) return this.notification(msg);
+      if (hasId) return this.response(msg);
+    } catch (e) {
+      entry.classList.add("failed");
+      console.warn(`inspector: cannot show event #${ev.id}:`, e);
+    }
   }
 
   notification(msg) {
     const p = msg.params || {};
     switch (msg.method) {
       case "session/update":
-        if (p.sessionId && p.update) this.session(p.sessionId).transcript.update(p.update);
+        if (validSession(p.sessionId) && p.update && typeof p.update === "object") this.session(p.sessionId).transcript.update(p.update);
         return;
       case "_adapter/agent_exited":
         this.setState("exited");
-        this.everywhere((t) => t.note(`agent process exited (${p.success ? "success" : "failure"}, code ${p.code ?? "none"})`, "bad"));
+        this.everywhere((t) => t.note(`agent process exited (${p.success ? "success" : "failure"}, code ${str(p.code ?? "none")})`, "bad"));
         return;
       case "_adapter/replay_gap":
-        this.everywhere((t) => t.note(`events lost: the stream resumed at #${p.oldestAvailable} after #${p.lastEventId} (replay buffer overrun)`, "warn"));
+        this.everywhere((t) => t.note(`events lost: the stream resumed at #${str(p.oldestAvailable)} after #${str(p.lastEventId)} (replay buffer overrun)`, "warn"));
         return;
       case "_adapter/invalid_stdout":
-        this.everywhere((t) => t.note(`agent wrote a non-JSON line: ${p.raw ?? ""}`, "warn"));
+        this.everywhere((t) => t.note(`agent wrote a non-JSON line: ${str(p.raw)}`, "warn"));
         return;
       default:
-        if (p.sessionId && this.sessions.has(p.sessionId)) this.sessions.get(p.sessionId).transcript.note(`${msg.method}: ${JSON.stringify(p)}`);
+        if (validSession(p.sessionId) && this.sessions.has(p.sessionId)) this.sessions.get(p.sessionId).transcript.note(`${str(msg.method)}: ${JSON.stringify(p)}`);
     }
   }
 
@@ -319,17 +327,17 @@ class Instance {
 
   agentRequest(msg) {
     const p = msg.params || {};
-    if (msg.method === "session/request_permission" && p.sessionId) {
+    if (msg.method === "session/request_permission" && validSession(p.sessionId)) {
       this.session(p.sessionId).transcript.permission(p, (outcome) =>
         this.post({ jsonrpc: "2.0", id: msg.id, result: { outcome } }));
       return;
     }
     // The inspector offers no fs or terminal capability; answer so the
     // agent does not wait forever, and say so.
-    const t = p.sessionId && this.sessions.get(p.sessionId);
-    if (t) t.transcript.note(`the agent asked ${msg.method}; the inspector answered "method not found"`, "warn");
-    this.post({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: `method not supported by the inspector: ${msg.method}` } })
-      .catch((e) => this.showError(e, `reply to ${msg.method}`));
+    const t = validSession(p.sessionId) && this.sessions.get(p.sessionId);
+    if (t) t.transcript.note(`the agent asked ${str(msg.method)}; the inspector answered "method not found"`, "warn");
+    this.post({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: `method not supported by the inspector: ${str(msg.method)}` } })
+      .catch((e) => this.showError(e, `reply to ${str(msg.method)}`));
   }
 
   raw(dir, seq, data) {
@@ -339,8 +347,8 @@ class Instance {
       const m = JSON.parse(data);
       const hasId = m && Object.prototype.hasOwnProperty.call(m, "id");
       if (m.method) {
-        summary = m.method;
-        if (m.method === "session/update" && m.params && m.params.update) summary += ` · ${m.params.update.sessionUpdate}`;
+        summary = str(m.method);
+        if (m.method === "session/update" && m.params && m.params.update) summary += ` · ${str(m.params.update.sessionUpdate)}`;
         if (hasId) summary += ` (request id ${JSON.stringify(m.id)})`;
         cls = hasId ? "request" : "notification";
       } else if (hasId) {
@@ -379,6 +387,12 @@ class Instance {
     for (const p of this.pending.values()) p.reject(new Error("instance closed"));
     this.pending.clear();
   }
+}
+
+// validSession reports whether an agent's sessionId can name a session
+// tab: a non-empty string (an object would open a tab per message).
+function validSession(id) {
+  return typeof id === "string" && id !== "";
 }
 
 function shortID(id) {

@@ -80,7 +80,9 @@ export class Stream {
             if (seq <= this.lastEventId) return; // already seen
             this.lastEventId = seq;
           }
-          this.onEvent(ev);
+          // A handler that throws must not end the stream: the events
+          // after it in the same read would be lost.
+          try { this.onEvent(ev); } catch (err) { console.error("inspector: event handler failed:", err); }
         });
       } catch (e) {
         if (this.stopped) break;

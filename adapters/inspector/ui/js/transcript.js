@@ -2,7 +2,7 @@
 // into bubbles, tool calls as cards updated in place, plans, permission
 // requests with their options, and the end of each turn.
 
-import { errorBox, h, replace } from "./dom.js";
+import { errorBox, h, replace, str } from "./dom.js";
 
 // Transcript renders one session's updates into el.
 export class Transcript {
@@ -39,7 +39,7 @@ export class Transcript {
   }
 
   turnEnded(stopReason) {
-    this.add(h("div.turn-end", { "data-stop-reason": stopReason }, h("span", `turn ended: ${stopReason}`)));
+    this.add(h("div.turn-end", { "data-stop-reason": str(stopReason) }, h("span", `turn ended: ${str(stopReason)}`)));
   }
 
   // update applies one session/update notification's `update`.
@@ -52,11 +52,11 @@ export class Transcript {
       case "tool_call_update": return this.tool(u, false);
       case "plan": return this.showPlan(u.entries || []);
       case "available_commands_update":
-        return this.note(`commands: ${(u.availableCommands || []).map((c) => "/" + c.name).join(", ") || "none"}`);
-      case "current_mode_update": return this.note(`mode: ${u.currentModeId}`);
+        return this.note(`commands: ${list(u.availableCommands).map((c) => "/" + str(c && c.name)).join(", ") || "none"}`);
+      case "current_mode_update": return this.note(`mode: ${str(u.currentModeId)}`);
       default: {
         const { sessionUpdate, ...rest } = u;
-        return this.note(`${sessionUpdate}: ${JSON.stringify(rest)}`);
+        return this.note(`${str(sessionUpdate)}: ${JSON.stringify(rest)}`);
       }
     }
   }
@@ -80,7 +80,7 @@ export class Transcript {
         title: h("span.title"), kind: h("span.kind"), status: h("span.status"),
         body: h("div.tool-body"), raw: h("pre.json"),
       };
-      t.card = h("div.card.tool", { "data-tool-call": u.toolCallId },
+      t.card = h("div.card.tool", { "data-tool-call": str(u.toolCallId) },
         h("div.card-head", h("span.label", "tool"), t.kind, t.title, t.status),
         t.body,
         h("details", h("summary", "raw"), t.raw));
@@ -93,27 +93,30 @@ export class Transcript {
     this.open = null;
     for (const [k, v] of Object.entries(u)) if (v !== undefined && v !== null) t.state[k] = v;
     const s = t.state;
-    t.title.textContent = s.title || s.toolCallId;
-    t.kind.textContent = s.kind || "";
-    t.status.textContent = s.status || "";
+    t.title.textContent = str(s.title || s.toolCallId);
+    t.kind.textContent = str(s.kind);
+    t.status.textContent = str(s.status);
     t.status.className = `status badge ${statusClass(s.status)}`;
     const parts = [];
-    for (const c of s.content || []) {
-      if (c.type === "content") parts.push(h("div.tool-content", contentNode(c.content)));
-      else if (c.type === "diff") parts.push(h("div.diff", h("div.path", c.path), h("pre.old", c.oldText ?? ""), h("pre.new", c.newText ?? "")));
-      else if (c.type === "terminal") parts.push(h("div.muted", `terminal ${c.terminalId}`));
+    for (const c of list(s.content)) {
+      if (c && c.type === "content") parts.push(h("div.tool-content", contentNode(c.content)));
+      else if (c && c.type === "diff") parts.push(h("div.diff", h("div.path", str(c.path)), h("pre.old", str(c.oldText)), h("pre.new", str(c.newText))));
+      else if (c && c.type === "terminal") parts.push(h("div.muted", `terminal ${str(c.terminalId)}`));
       else parts.push(h("pre.json", JSON.stringify(c, null, 2)));
     }
-    for (const l of s.locations || []) parts.push(h("div.location", h("code", l.path + (l.line ? `:${l.line}` : ""))));
+    for (const l of list(s.locations)) parts.push(h("div.location", h("code", str(l && l.path) + (l && l.line ? `:${str(l.line)}` : ""))));
     replace(t.body, parts);
     t.raw.textContent = JSON.stringify(s, null, 2);
   }
 
   showPlan(entries) {
-    const list = h("ol.plan-entries", entries.map((e) =>
-      h("li", { class: `plan-${e.status}` }, h(`span.badge.${statusClass(e.status)}`, e.status), " ", e.content,
-        e.priority ? h("span.muted", ` (${e.priority})`) : null)));
-    const card = h("div.card.plan", h("div.card-head", h("span.label", "plan")), list);
+    const items = h("ol.plan-entries", list(entries).map((e) => {
+      e = e || {};
+      return h("li", { class: `plan-${planStatuses.has(e.status) ? e.status : "other"}` },
+        h(`span.badge.${statusClass(e.status)}`, str(e.status)), " ", str(e.content),
+        e.priority ? h("span.muted", ` (${str(e.priority)})`) : null);
+    }));
+    const card = h("div.card.plan", h("div.card-head", h("span.label", "plan")), items);
     if (this.plan && this.plan === this.el.lastElementChild) this.plan.replaceWith(card);
     else this.add(card);
     this.plan = card;
@@ -125,13 +128,15 @@ export class Transcript {
   permission(params, answer) {
     const tc = params.toolCall || {};
     const status = h("div.perm-status");
-    const buttons = (params.options || []).map((o) =>
-      h("button", { class: `perm-option ${o.kind && o.kind.startsWith("allow") ? "primary" : ""}`, "data-option": o.optionId, title: o.kind || "" }, o.name || o.optionId));
+    const options = list(params.options).filter((o) => o && typeof o === "object");
+    const buttons = options.map((o) =>
+      h("button", { class: `perm-option ${typeof o.kind === "string" && o.kind.startsWith("allow") ? "primary" : ""}`, "data-option": str(o.optionId), title: str(o.kind) },
+        str(o.name || o.optionId)));
     const cancel = h("button.perm-cancel", { title: "answer with outcome cancelled" }, "Dismiss");
     const all = [...buttons, cancel];
-    const card = h("div.card.permission", { "data-tool-call": tc.toolCallId || "" },
-      h("div.card-head", h("span.label", "permission"), h("span.title", tc.title || tc.toolCallId || "the agent asks for permission"),
-        tc.kind ? h("span.kind", tc.kind) : null),
+    const card = h("div.card.permission", { "data-tool-call": str(tc.toolCallId) },
+      h("div.card-head", h("span.label", "permission"), h("span.title", str(tc.title || tc.toolCallId || "the agent asks for permission")),
+        tc.kind ? h("span.kind", str(tc.kind)) : null),
       h("div.perm-options", all), status);
     const reply = async (outcome, label) => {
       all.forEach((b) => { b.disabled = true; });
@@ -146,11 +151,19 @@ export class Transcript {
       }
     };
     buttons.forEach((b, i) => b.addEventListener("click", () =>
-      reply({ outcome: "selected", optionId: params.options[i].optionId }, params.options[i].name || params.options[i].optionId)));
+      reply({ outcome: "selected", optionId: options[i].optionId }, str(options[i].name || options[i].optionId))));
     cancel.addEventListener("click", () => reply({ outcome: "cancelled" }, "cancelled"));
     this.add(card);
   }
 }
+
+// list is v when it is an array, else empty: what an agent sends where the
+// protocol has a list may be anything.
+function list(v) {
+  return Array.isArray(v) ? v : [];
+}
+
+const planStatuses = new Set(["pending", "in_progress", "completed"]);
 
 function statusClass(s) {
   switch (s) {
@@ -167,15 +180,17 @@ function nearBottom(el) {
 
 // contentNode renders one ACP ContentBlock.
 export function contentNode(c) {
-  if (!c) return "";
+  if (!c || typeof c !== "object") return str(c);
   switch (c.type) {
-    case "text": return document.createTextNode(c.text ?? "");
+    case "text": return document.createTextNode(str(c.text));
     case "image":
-      return /^image\/(png|jpeg|gif|webp)$/.test(c.mimeType || "")
+      // Only base64 of a raster type: the bytes can never be markup (no
+      // SVG) nor leave the data: URL.
+      return typeof c.mimeType === "string" && /^image\/(png|jpeg|gif|webp)$/.test(c.mimeType) && typeof c.data === "string" && /^[A-Za-z0-9+/]*={0,2}$/.test(c.data)
         ? h("img.inline", { src: `data:${c.mimeType};base64,${c.data}`, alt: "image from the agent" })
-        : h("span.muted", `[image ${c.mimeType}]`);
-    case "resource_link": return h("span.resource", `[${c.name || c.uri}] `);
-    case "resource": return h("span.resource", `[resource ${c.resource && c.resource.uri}] `);
-    default: return h("span.muted", `[${c.type}]`);
+        : h("span.muted", `[image ${str(c.mimeType)}]`);
+    case "resource_link": return h("span.resource", `[${str(c.name || c.uri)}] `);
+    case "resource": return h("span.resource", `[resource ${str(c.resource && c.resource.uri)}] `);
+    default: return h("span.muted", `[${str(c.type)}]`);
   }
 }
