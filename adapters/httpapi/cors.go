@@ -44,9 +44,26 @@ func (c CORS) Validate() error {
 	return nil
 }
 
+// NormalizeOrigins writes each origin the way browsers send it: scheme
+// and host in lower case, without the trailing '/' a URL copied from the
+// address bar has. The reference takes "https://App.example/" as it is
+// and never matches it; here it means the origin it names. Anything else
+// that is not an origin is left for Validate to refuse.
+func NormalizeOrigins(origins []string) []string {
+	out := make([]string, 0, len(origins))
+	for _, o := range origins {
+		if u, err := url.Parse(o); err == nil && u.Scheme != "" && u.Host != "" && u.User == nil &&
+			(u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && !strings.ContainsAny(o, "?#") {
+			o = strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
 // checkOrigin accepts what a browser can send as Origin (and '*'): a
-// scheme and a host, with a port or not, in lower case; or "null". An
-// origin written otherwise (a trailing slash, a path, capitals) would
+// scheme and a host, with a port or not, in lower case (NormalizeOrigins
+// makes it so); or "null". An origin written otherwise (a path) would
 // never match, and CORS would fail with no word of why.
 func checkOrigin(o string) error {
 	if o == "*" || o == "null" {
@@ -55,7 +72,7 @@ func checkOrigin(o string) error {
 	u, err := url.Parse(o)
 	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" ||
 		strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
-		return fmt.Errorf("--cors-allow-origin %q is not an origin: write scheme://host[:port], with no path, not even a trailing '/' (e.g. https://app.example.com)", o)
+		return fmt.Errorf("--cors-allow-origin %q is not an origin: write scheme://host[:port], with no path (e.g. https://app.example.com)", o)
 	}
 	if o != strings.ToLower(o) {
 		return fmt.Errorf("--cors-allow-origin %q: browsers send origins in lower case; write %q", o, strings.ToLower(o))

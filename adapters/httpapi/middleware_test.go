@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -252,7 +253,7 @@ func TestCORSValidate(t *testing.T) {
 		{"credentials with null", CORS{Origins: []string{"https://a", "null"}, Methods: []string{"GET"}, Headers: []string{"X"}, Credentials: true}, "'null'"},
 		{"null without credentials", CORS{Origins: []string{"null"}}, ""},
 		{"with a port", CORS{Origins: []string{"http://localhost:5173", "http://[::1]:3000", "http://127.0.0.1:5173"}}, ""},
-		{"trailing slash", CORS{Origins: []string{"https://app.example/"}}, "not an origin"},
+		{"a path of its own", CORS{Origins: []string{"https://app.example/"}}, "not an origin"}, // NormalizeOrigins strips it first
 		{"a path", CORS{Origins: []string{"https://app.example/app"}}, "not an origin"},
 		{"no scheme", CORS{Origins: []string{"app.example"}}, "not an origin"},
 		{"user info", CORS{Origins: []string{"https://u@app.example"}}, "not an origin"},
@@ -262,6 +263,11 @@ func TestCORSValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cors.Validate()
+			if tt.want == "" {
+				if err := (CORS{Origins: NormalizeOrigins(tt.cors.Origins)}).Validate(); err != nil {
+					t.Errorf("normalized: %v", err)
+				}
+			}
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("unexpected error: %v", err)
@@ -269,6 +275,20 @@ func TestCORSValidate(t *testing.T) {
 				t.Errorf("error %v, want one mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Origins written as an address bar shows them (capitals, a trailing
+// slash) mean the origin browsers send; what is no origin stays as it is,
+// for Validate to refuse.
+func TestNormalizeOrigins(t *testing.T) {
+	in := []string{"https://App.Example/", "HTTP://localhost:5173", "https://a.example", "*", "null", "https://a.example/app", "app.example", "https://a.example/?x"}
+	want := []string{"https://app.example", "http://localhost:5173", "https://a.example", "*", "null", "https://a.example/app", "app.example", "https://a.example/?x"}
+	if got := NormalizeOrigins(in); !slices.Equal(got, want) {
+		t.Errorf("NormalizeOrigins = %q, want %q", got, want)
+	}
+	if err := (CORS{Origins: NormalizeOrigins([]string{"https://App.example/"})}).Validate(); err != nil {
+		t.Errorf("a normalized origin is refused: %v", err)
 	}
 }
 

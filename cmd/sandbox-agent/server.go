@@ -70,6 +70,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	closeInheritedOnExec()
 	procs := sizeScheduler()
 
+	f.corsOrigins = httpapi.NormalizeOrigins(f.corsOrigins)
 	cors := httpapi.CORS{Origins: f.corsOrigins, Methods: f.corsMethods, Headers: f.corsHdr, Credentials: f.corsCreds}
 	if err := cors.Validate(); err != nil {
 		return usagef("%v", err)
