@@ -402,14 +402,15 @@ func (e *Env) WithAuth(route, opID string, describe RawDescribe, next http.Handl
 // Authorization value: the header named by Env.TokenHeader when it is
 // set and present (a router in front of the daemon, such as
 // agent-sandbox's, drops Authorization, which carries its own token, and
-// forwards this one; a bare token there is taken as "Bearer <token>");
+// forwards this one; a value that is not "Bearer <token>" as
+// domain.BearerToken reads it is taken as a bare token);
 // else the Authorization header; else, for a WebSocket only (browsers
 // cannot set headers on one: the terminal, and the upgrade of
 // /acp/{agent}), its access_token query parameter.
 func (e *Env) PresentedAuthorization(r *http.Request) string {
 	if e.TokenHeader != "" {
 		if h := r.Header.Get(e.TokenHeader); h != "" {
-			if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+			if _, ok := domain.BearerToken(h); ok {
 				return h
 			}
 			return "Bearer " + h
