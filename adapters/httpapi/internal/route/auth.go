@@ -5,9 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/queryparam"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -290,9 +292,44 @@ func (e *Env) AuthRequest(r *http.Request, method, route, opID string) domain.Au
 	}
 	req.Headers = headers
 	if r.URL.RawQuery != "" {
-		req.Query = r.URL.Query()
+		req.Query = QueryAsRead(r.URL.RawQuery)
 	}
 	return req
+}
+
+// QueryAsRead is a query as the operations read it, for the policies:
+// the first value of each name is the one huma binds to a parameter
+// (queryparam.Get), the values after it follow in order.
+//
+// Why not url.ParseQuery: it reads some queries otherwise than huma
+// does, and a policy judging by one reading while the operation acts on
+// the other is judging another request. "?recursive" (no "=") is true to
+// huma and "" to ParseQuery, so a policy refusing recursive deletes let
+// one through; "?path=/etc;&path=/ok" is "/etc;" to huma while ParseQuery
+// drops the pair with the semicolon and shows "/ok" first; a bad escape
+// ("%zz") is "" to huma and dropped by ParseQuery, again promoting the
+// next value.
+func QueryAsRead(raw string) map[string][]string {
+	q := map[string][]string{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			continue // huma never matches such a name either
+		}
+		val, err := url.QueryUnescape(v)
+		if err != nil {
+			val = "" // as huma reads it
+		}
+		q[name] = append(q[name], val)
+	}
+	for name, vals := range q {
+		vals[0] = queryparam.Get(raw, name)
+	}
+	return q
 }
 
 // Authorize runs the chain, counts and logs the outcome, and returns the
