@@ -66,6 +66,9 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.spec.InitTimeout)
 	defer cancel()
 	in := &instance{logs: &lineLogger{logger: p.logger}}
+	ctx = context.WithValue(ctx, logsKey{}, in.logs)
+	in.logs.begin()
+	defer in.logs.end()
 	cfg := p.modCfg.
 		WithStdout(in.logs.stream("stdout")).
 		WithStderr(in.logs.stream("stderr")).
@@ -109,7 +112,7 @@ func (in *instance) setup(ctx context.Context, config []byte) error {
 		return err
 	}
 	if len(msg) > 0 {
-		return fmt.Errorf("configure: %s", truncate(string(msg)))
+		return fmt.Errorf("configure: %s", abi.CutText(msg))
 	}
 	return nil
 }
@@ -149,7 +152,7 @@ func (in *instance) read(packed uint64) ([]byte, error) {
 }
 
 // maxMessage bounds the message a policy may send to a client.
-const maxMessage = 1024
+const maxMessage = abi.MaxText
 
 // authorize runs policy_authorize on one request record, bounded by
 // timeout. The request's own cancellation is not passed on: a client going
@@ -161,6 +164,9 @@ const maxMessage = 1024
 func (in *instance) authorize(ctx context.Context, record []byte, timeout time.Duration) (d domain.Decision, cacheable []byte, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, logsKey{}, in.logs)
+	in.logs.begin()
+	defer in.logs.end()
 	ptr, err := in.write(ctx, record)
 	if err != nil {
 		return domain.Decision{}, nil, err
@@ -178,12 +184,19 @@ func (in *instance) authorize(ctx context.Context, record []byte, timeout time.D
 	d, failure, err := abi.ParseAnswer(out, in.version)
 	switch {
 	case err != nil:
+		// An answer that cannot be read says the guest's state is not
+		// what its SDK keeps: thrown away, as after a trap.
+		in.broken = true
 		return domain.Decision{}, nil, err
 	case failure != "":
 		return domain.Decision{}, nil, fmt.Errorf("policy error: %s", truncate(failure))
 	}
 	if in.version >= 2 && !in.impure {
-		cacheable = out
+		// A vary block past maxVaryBlock is not cached: a key is at most
+		// maxKeyBytes anyway, and each lookup walks every cached shape.
+		if block, ok := abi.VaryBlock(out); !ok || len(block) <= maxVaryBlock {
+			cacheable = out
+		}
 	}
 	return normalise(d), cacheable, nil
 }
@@ -205,7 +218,7 @@ func normalise(d domain.Decision) domain.Decision {
 
 func truncate(s string) string {
 	if len(s) > maxMessage {
-		return s[:maxMessage]
+		return string(abi.CutText([]byte(s)))
 	}
 	return s
 }
