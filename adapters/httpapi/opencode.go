@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"net/http"
@@ -53,6 +54,13 @@ func mountOpenCode(mux *http.ServeMux, cfg *Config) {
 		if err != nil {
 			route.WriteAuthProblem(w, ctx, err)
 			return
+		}
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/event") {
+			// OpenCode's event streams end when a reload revokes them.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer route.Revocable(ctx, cancel)()
 		}
 		oc.ServeHTTP(w, r.WithContext(ctx))
 	})

@@ -303,7 +303,10 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer f.Close()
 			r, w := route.Unwrap(hctx)
-			streamProcessLogs(hctx.Context(), w, r, f, processes.NewEncoder(q.Encoding), env)
+			ctx, cancel := context.WithCancel(hctx.Context())
+			defer cancel()
+			defer route.Revocable(ctx, cancel)()
+			streamProcessLogs(ctx, w, r, f, processes.NewEncoder(q.Encoding), env)
 		}}, nil
 	}))
 

@@ -101,6 +101,12 @@ type authState struct {
 	action    domain.Action
 	principal string
 	instance  uint64 // the ACP instance judged (AuthRequest.Instance)
+	// req is the request as judged, env the chain that judged it and gen
+	// the Streams generation then: what Revocable needs to judge a stream
+	// again at a reload.
+	req domain.AuthRequest
+	env *Env
+	gen uint64
 	// settled: decided for good by the middleware (with the whole
 	// description, or without the body when that could not change the
 	// outcome), so an ACP POST's handler does not ask again once it has
@@ -390,7 +396,11 @@ func (e *Env) decided(ctx context.Context, req domain.AuthRequest, out authz.Out
 	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, authKey{}, authState{action: req.Action, principal: out.Principal, instance: req.Instance}), nil
+	s := authState{action: req.Action, principal: out.Principal, instance: req.Instance}
+	if e.Streams != nil {
+		s.req, s.env, s.gen = req, e, e.Streams.gen.Load()
+	}
+	return context.WithValue(ctx, authKey{}, s), nil
 }
 
 // WriteAuthProblem answers a refusal; a 401 says how to authenticate.
