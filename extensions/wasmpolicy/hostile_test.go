@@ -159,6 +159,9 @@ func TestUnreadableAnswerDiscardsInstance(t *testing.T) {
 		{"short record", []byte{1, 0, 0}, 2},
 		{"vary block past the end", []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255}, 2},
 		{"grant from a v1 module", []byte{3, 0, 0, 0, 0, 0, 0, 0}, 1},
+		// Not garbage: the guest says it could not decide. ABI.md: the
+		// instance is closed and never reused all the same.
+		{"error verdict", []byte{2, 0, 0, 0, 0, 0, 0, 0}, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// global 0 == 0: set it, answer the garbage; else pass.

@@ -29,8 +29,9 @@ type instance struct {
 	stack        [2]uint64
 	// version is the ABI version the module was built for.
 	version uint32
-	// broken is set after a trap, a timeout, or an answer that could not be
-	// read: the instance's state is unknown and it must be thrown away.
+	// broken is set after a trap, a timeout, an answer that could not be
+	// read, or an error verdict: the instance's state is unknown and it
+	// must be thrown away.
 	broken bool
 	// impure is set when the module reads the clock or random bytes; the
 	// decision of a call that did is never cached, whatever the policy
@@ -189,6 +190,9 @@ func (in *instance) authorize(ctx context.Context, record []byte, timeout time.D
 		in.broken = true
 		return domain.Decision{}, nil, err
 	case failure != "":
+		// The guest could not decide: its state is suspect too, and
+		// ABI.md promises such an instance is not reused.
+		in.broken = true
 		return domain.Decision{}, nil, fmt.Errorf("policy error: %s", truncate(failure))
 	}
 	if in.version >= 2 && !in.impure {
