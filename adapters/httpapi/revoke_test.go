@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -120,4 +122,41 @@ func TestReloadClosesRevokedWebSockets(t *testing.T) {
 	if websocket.CloseStatus(err) != websocket.StatusPolicyViolation || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("after the reload: %v, want a 1008 close naming the revocation", err)
 	}
+}
+
+// eventsOpenCode serves /opencode/event as a stream that lasts until its
+// request's context ends, as the real adapter's does.
+type eventsOpenCode struct{ fakeOpenCode }
+
+func (f *eventsOpenCode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	_ = http.NewResponseController(w).Flush()
+	<-r.Context().Done()
+}
+
+// OpenCode's event streams end too when their password is revoked.
+func TestReloadEndsRevokedOpenCodeStreams(t *testing.T) {
+	tokens := authz.NewTokens("pw-a", "pw-b")
+	reloads := NewReloads("tokens")
+	srv := httptest.NewServer(New(Config{Tokens: tokens, Reloads: reloads, OpenCode: &eventsOpenCode{}}))
+	defer srv.Close()
+	open := func(pw string) *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/opencode/global/event", nil)
+		req.Header.Set("Authorization", basic("opencode", pw))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("open: %v %v", err, resp)
+		}
+		return resp
+	}
+	a, b := open("pw-a"), open("pw-b")
+	defer a.Body.Close()
+	defer b.Body.Close()
+	tokens.Set([]string{"pw-b"})
+	reloads.Count("tokens", nil)
+	if err := ended(&sse{resp: a, r: bufio.NewReader(a.Body)}); err != nil {
+		t.Errorf("pw-a's stream: %v", err)
+	}
+	// (That the others go on is TestReloadEndsRevokedStreams'.)
 }
