@@ -171,6 +171,8 @@ func TestReloadRevokesStreams(t *testing.T) {
 	if got := ws.readText(t, 10*time.Second); !strings.Contains(got, `"ready"`) {
 		t.Fatalf("terminal's first frame: %s", got)
 	}
+	logs := d.Stream("/v1/processes/"+p.ID+"/logs?follow=true", "Authorization", "Bearer tok-a")
+	defer logs.Close()
 
 	before := harness.MetricSum(d.Metrics(), "sandbox_agent_reloads_total", "what", "tokens", "result", "ok")
 	write("tok-b\n")
@@ -187,20 +189,22 @@ func TestReloadRevokesStreams(t *testing.T) {
 	if st, _ := call(d, "tok-b", "GET", "/v1/health", ""); st != 200 {
 		t.Errorf("tok-b after the reload: %d", st)
 	}
-	// tok-a's stream ends; tok-b's goes on.
-	done := make(chan error, 1)
-	go func() {
-		for {
-			if _, err := a.Next(); err != nil {
-				done <- err
-				return
+	// tok-a's streams end; tok-b's goes on.
+	for name, s := range map[string]*harness.Stream{"ACP event stream": a, "process log stream": logs} {
+		done := make(chan error, 1)
+		go func() {
+			for {
+				if _, err := s.Next(); err != nil {
+					done <- err
+					return
+				}
 			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("tok-a's %s is still open 10 s after the reload", name)
 		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Error("tok-a's event stream is still open 10 s after the reload")
 	}
 	if st, msg := acpPost(d, "tok-b", "/v1/acp/s", `{"jsonrpc":"2.0","id":2,"method":"x/echo","params":{}}`); st != 200 {
 		t.Fatalf("echo: %d %s", st, msg)
