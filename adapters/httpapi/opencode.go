@@ -49,6 +49,11 @@ func mountOpenCode(mux *http.ServeMux, cfg *Config) {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		req := cfg.env.AuthRequest(r, r.Method, openCodeRoute, openCodeOpID)
+		if req.Query != nil {
+			// The OpenCode adapter reads its query with net/url, not
+			// huma: the policies see that reading (route.QueryAsRead).
+			req.Query = r.URL.Query()
+		}
 		oc.Describe(r, body, &req)
 		ctx, err := cfg.env.Authorize(r.Context(), req)
 		if err != nil {

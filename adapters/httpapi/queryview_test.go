@@ -93,3 +93,18 @@ func FuzzQueryAsRead(f *testing.F) {
 		}
 	})
 }
+
+// OpenCode's routes read their query with net/url: the policies see that
+// reading there (a pair with ';' is dropped by both).
+func TestPolicySeesOpenCodesQuery(t *testing.T) {
+	fa := &fakeAuthorizer{decide: allowAll}
+	srv := httptest.NewServer(New(Config{Instances: acp.NewInstances(acp.DefaultOptions(), nil, nil), Token: "tok", Authorizer: fa, OpenCode: &fakeOpenCode{}}))
+	t.Cleanup(srv.Close)
+	if st, body := send(t, srv, "GET", "/opencode/session?directory=/etc;&directory=/srv&flag", ""); st != 200 {
+		t.Fatalf("%d %s", st, body)
+	}
+	got := fa.requests()
+	if want := map[string][]string{"directory": {"/srv"}, "flag": {""}}; len(got) != 1 || !reflect.DeepEqual(got[0].Query, want) {
+		t.Errorf("the policy saw %v, want %v (net/url's reading)", got[0].Query, want)
+	}
+}
