@@ -10,7 +10,8 @@ import (
 // and on what (ServerID, Agent, FSPath, FSDest) before anything runs, so a
 // policy never has to parse routes to guess. For ACP POSTs the JSON-RPC
 // kind, id and method are peeked from the body (never decoded further), and
-// an SSE stream is described once, when it opens. Route, method, path,
+// an SSE stream is described once, when it opens (and judged again, on
+// that description, at each reload). Route, method, path,
 // query and headers stay available for special cases.
 type AuthRequest struct {
 	Method      string              `json:"method"`

@@ -144,7 +144,10 @@ func registerACP(api huma.API, cfg *Config) {
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
 			defer cur.Close()
 			r, w := route.Unwrap(hctx)
-			cfg.env.StreamSSE(hctx.Context(), w, r, cur)
+			ctx, cancel := context.WithCancel(hctx.Context())
+			defer cancel()
+			defer route.Revocable(ctx, cancel)()
+			cfg.env.StreamSSE(ctx, w, r, cur)
 		}}, nil
 	})
 

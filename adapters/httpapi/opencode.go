@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"net/http"
@@ -48,11 +49,23 @@ func mountOpenCode(mux *http.ServeMux, cfg *Config) {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
 		req := cfg.env.AuthRequest(r, r.Method, openCodeRoute, openCodeOpID)
+		if req.Query != nil {
+			// The OpenCode adapter reads its query with net/url, not
+			// huma: the policies see that reading (route.QueryAsRead).
+			req.Query = r.URL.Query()
+		}
 		oc.Describe(r, body, &req)
 		ctx, err := cfg.env.Authorize(r.Context(), req)
 		if err != nil {
 			route.WriteAuthProblem(w, ctx, err)
 			return
+		}
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/event") {
+			// OpenCode's event streams end when a reload revokes them.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer route.Revocable(ctx, cancel)()
 		}
 		oc.ServeHTTP(w, r.WithContext(ctx))
 	})

@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"context"
 	"sort"
 	"sync"
+
+	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
 )
 
 // Reloads counts what the daemon reloads on SIGHUP (its token file, its
@@ -13,6 +16,9 @@ import (
 type Reloads struct {
 	mu sync.Mutex
 	n  map[reloadKey]uint64
+	// streams are the open streams of the handler New built with these
+	// counters, judged again after each successful reload.
+	streams *route.Streams
 }
 
 type reloadKey struct{ what, result string }
@@ -29,6 +35,10 @@ func NewReloads(whats ...string) *Reloads {
 }
 
 // Count records one reload of what: ok when err is nil, else failed.
+// Call it once the reload has taken effect: after a successful one, every
+// open event stream and WebSocket is judged again by the auth chain, and
+// those it now refuses end (a token taken out of the file, a policy that
+// now denies), as a new request would be refused.
 func (r *Reloads) Count(what string, err error) {
 	if r == nil {
 		return
@@ -39,7 +49,11 @@ func (r *Reloads) Count(what string, err error) {
 	}
 	r.mu.Lock()
 	r.n[reloadKey{what, res}]++
+	streams := r.streams
 	r.mu.Unlock()
+	if err == nil {
+		streams.Rejudge(context.Background())
+	}
 }
 
 func (r *Reloads) write(e expo) {

@@ -160,6 +160,7 @@ func (c *Config) fill() {
 			TokenHeader:        c.TokenHeader,
 			AllowedOrigin:      c.CORS.allowed,
 			CountAuth:          c.metrics.countAuth,
+			Streams:            route.NewStreams(),
 		}
 	}
 }
@@ -167,6 +168,9 @@ func (c *Config) fill() {
 // New builds the daemon's HTTP handler.
 func New(cfg Config) http.Handler {
 	cfg.fill()
+	if cfg.Reloads != nil {
+		cfg.Reloads.streams = cfg.env.Streams
+	}
 	hm := cfg.metrics
 	hm.inflight = cfg.env.Budget
 	mux := http.NewServeMux()

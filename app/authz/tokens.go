@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
 // Tokens is the set of bearer tokens the built-in check accepts. It can
@@ -36,7 +38,7 @@ func (t *Tokens) Set(tokens []string) {
 	set := &tokenSet{}
 	for _, tok := range tokens {
 		if tok != "" {
-			set.hashes = append(set.hashes, sha256.Sum256([]byte("Bearer "+tok)))
+			set.hashes = append(set.hashes, sha256.Sum256([]byte(tok)))
 			set.plain = append(set.plain, tok)
 		}
 	}
@@ -74,10 +76,13 @@ func (t *Tokens) InValue(v string) bool {
 	return false
 }
 
-// Check reports whether an Authorization header value is "Bearer <token>"
-// for one of the tokens. Both sides are hashed first and every token is
-// compared, so the time taken depends neither on the presented value's
-// length nor on which token (if any) it matches.
+// Check reports whether an Authorization header value presents one of
+// the tokens in the bearer scheme (domain.BearerToken: "Bearer <token>",
+// the scheme in any case, one or more spaces before the token). Both
+// sides are hashed first and every token is compared, so the time taken
+// depends neither on the presented token's length nor on which token (if
+// any) it matches: only on the presented value itself, which the caller
+// knows.
 func (t *Tokens) Check(authorization string) bool {
 	if t == nil {
 		return false
@@ -86,7 +91,11 @@ func (t *Tokens) Check(authorization string) bool {
 	if set == nil {
 		return false
 	}
-	got := sha256.Sum256([]byte(authorization))
+	tok, bearer := domain.BearerToken(authorization)
+	if !bearer {
+		return false
+	}
+	got := sha256.Sum256([]byte(tok))
 	ok := 0
 	for i := range set.hashes {
 		ok |= subtle.ConstantTimeCompare(got[:], set.hashes[i][:])

@@ -137,14 +137,17 @@ func readTokenFile(ctx context.Context, path string) ([]string, fs.FileInfo, err
 func reloadTokensOnHUP(ctx context.Context, file string, tokens *authz.Tokens, secrets *fsys.Secrets, reloads *httpapi.Reloads, log *slog.Logger) func() {
 	return onSIGHUP(ctx, func(ctx context.Context) {
 		list, fi, err := readTokenFile(ctx, file)
-		reloads.Count("tokens", err)
 		if err != nil {
+			reloads.Count("tokens", err)
 			log.Error("reloading the token file failed; keeping the previous tokens", "err", err)
 			return
 		}
 		tokens.Set(list)
 		secrets.SetFiles("tokens", []fsys.SecretFile{{Path: file, Read: fi, What: whatTokenFile}})
 		log.Info("token file reloaded", "tokens", len(list))
+		// Counted once in effect: the open streams are judged again then,
+		// and those of a token taken out end.
+		reloads.Count("tokens", nil)
 	})
 }
 

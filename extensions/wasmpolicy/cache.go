@@ -46,6 +46,7 @@ type varyShape struct {
 
 const (
 	maxVaryShapes = 16
+	maxVaryBlock  = 4096 // larger blocks are not cached (instance.authorize)
 	maxKeyBytes   = 2048
 	maxEntries    = 4096
 )

@@ -109,9 +109,26 @@ func (h *Host) RunCases(ctx context.Context, spec Spec, cases []Case, w io.Write
 		}
 		req := c.Request
 		req.Headers = lowerKeys(req.Headers)
+		var failures []string
+		set.failed = func(policy string, err error) {
+			first, _, _ := strings.Cut(err.Error(), "\n") // a trap's wasm stack trace follows
+			failures = append(failures, "policy "+policy+" failed: "+first)
+		}
 		got, err := set.Authorize(ctx, req)
+		set.failed = nil
 		if err != nil {
 			return failed, err
+		}
+		if len(failures) > 0 {
+			// Failing closed may deny as the case wants, but a failure is
+			// no decision: the policy never answered.
+			failed++
+			mode := "denied (fail closed)"
+			if s.FailOpen {
+				mode = "passed on (fail=open)"
+			}
+			fmt.Fprintf(w, "FAIL  %s: %s; %s\n", c.Name, strings.Join(failures, "; "), mode)
+			continue
 		}
 		if problem := c.Want.mismatch(got); problem != "" {
 			failed++

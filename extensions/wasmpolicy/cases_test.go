@@ -74,3 +74,30 @@ func TestReadCasesRejects(t *testing.T) {
 		t.Fatal("ReadCases blocked on a FIFO")
 	}
 }
+
+// A policy that fails (a trap, the time limit) fails its case, even when
+// failing closed denies as the case wants: "ok" said a deny the policy
+// never made, so a CI run passed a policy that crashes on every request.
+func TestRunCasesReportsFailures(t *testing.T) {
+	cases := []Case{
+		{Name: "want deny, panics", Request: fixtureReq("panic"), Want: Want{Decision: "deny"}},
+		{Name: "want deny 403, loops", Request: fixtureReq("loop"), Want: Want{Decision: "deny", Status: 403}},
+		{Name: "want pass", Request: fixtureReq("pass"), Want: Want{Decision: "pass"}},
+	}
+	for _, tt := range []struct {
+		failOpen bool
+		mode     string
+	}{{false, "denied (fail closed)"}, {true, "passed on (fail=open)"}} {
+		var out strings.Builder
+		failed, err := testHost(t).RunCases(context.Background(), Spec{Path: fixtureWasm, Name: "fx", CallTimeout: 300 * time.Millisecond, FailOpen: tt.failOpen}, cases, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if failed != 2 || len(lines) != 3 ||
+			!strings.HasPrefix(lines[0], "FAIL  want deny, panics: policy fx failed: ") || !strings.HasSuffix(lines[0], "; "+tt.mode) ||
+			!strings.Contains(lines[1], "policy fx failed: time limit exceeded") || lines[2] != "ok    want pass" {
+			t.Errorf("fail open %v: failed %d, output:\n%s", tt.failOpen, failed, out.String())
+		}
+	}
+}

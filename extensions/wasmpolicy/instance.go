@@ -29,8 +29,9 @@ type instance struct {
 	stack        [2]uint64
 	// version is the ABI version the module was built for.
 	version uint32
-	// broken is set after a trap, a timeout, or an answer that could not be
-	// read: the instance's state is unknown and it must be thrown away.
+	// broken is set after a trap, a timeout, an answer that could not be
+	// read, or an error verdict: the instance's state is unknown and it
+	// must be thrown away.
 	broken bool
 	// impure is set when the module reads the clock or random bytes; the
 	// decision of a call that did is never cached, whatever the policy
@@ -66,6 +67,9 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.spec.InitTimeout)
 	defer cancel()
 	in := &instance{logs: &lineLogger{logger: p.logger}}
+	ctx = context.WithValue(ctx, logsKey{}, in.logs)
+	in.logs.begin()
+	defer in.logs.end()
 	cfg := p.modCfg.
 		WithStdout(in.logs.stream("stdout")).
 		WithStderr(in.logs.stream("stderr")).
@@ -109,7 +113,7 @@ func (in *instance) setup(ctx context.Context, config []byte) error {
 		return err
 	}
 	if len(msg) > 0 {
-		return fmt.Errorf("configure: %s", truncate(string(msg)))
+		return fmt.Errorf("configure: %s", abi.CutText(msg))
 	}
 	return nil
 }
@@ -149,7 +153,7 @@ func (in *instance) read(packed uint64) ([]byte, error) {
 }
 
 // maxMessage bounds the message a policy may send to a client.
-const maxMessage = 1024
+const maxMessage = abi.MaxText
 
 // authorize runs policy_authorize on one request record, bounded by
 // timeout. The request's own cancellation is not passed on: a client going
@@ -161,6 +165,9 @@ const maxMessage = 1024
 func (in *instance) authorize(ctx context.Context, record []byte, timeout time.Duration) (d domain.Decision, cacheable []byte, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, logsKey{}, in.logs)
+	in.logs.begin()
+	defer in.logs.end()
 	ptr, err := in.write(ctx, record)
 	if err != nil {
 		return domain.Decision{}, nil, err
@@ -178,12 +185,22 @@ func (in *instance) authorize(ctx context.Context, record []byte, timeout time.D
 	d, failure, err := abi.ParseAnswer(out, in.version)
 	switch {
 	case err != nil:
+		// An answer that cannot be read says the guest's state is not
+		// what its SDK keeps: thrown away, as after a trap.
+		in.broken = true
 		return domain.Decision{}, nil, err
 	case failure != "":
+		// The guest could not decide: its state is suspect too, and
+		// ABI.md promises such an instance is not reused.
+		in.broken = true
 		return domain.Decision{}, nil, fmt.Errorf("policy error: %s", truncate(failure))
 	}
 	if in.version >= 2 && !in.impure {
-		cacheable = out
+		// A vary block past maxVaryBlock is not cached: a key is at most
+		// maxKeyBytes anyway, and each lookup walks every cached shape.
+		if block, ok := abi.VaryBlock(out); !ok || len(block) <= maxVaryBlock {
+			cacheable = out
+		}
 	}
 	return normalise(d), cacheable, nil
 }
@@ -205,7 +222,7 @@ func normalise(d domain.Decision) domain.Decision {
 
 func truncate(s string) string {
 	if len(s) > maxMessage {
-		return s[:maxMessage]
+		return string(abi.CutText([]byte(s)))
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,12 +73,21 @@ func (p *Policy) start(ctx context.Context, wasm []byte) error {
 		Instantiate(ctx); err != nil {
 		return fmt.Errorf("host module: %w", err)
 	}
+	switch {
+	case len(wasm) == 0:
+		return errors.New("the module file is empty")
+	case !bytes.HasPrefix(wasm, []byte("\x00asm")):
+		return fmt.Errorf("not a WebAssembly module (one starts with \"\\x00asm\"; this starts with %q)", wasm[:min(len(wasm), 8)])
+	}
 	code, err := p.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return fmt.Errorf("compile: %w", err)
 	}
 	p.code = code
 	if err := checkExports(code); err != nil {
+		return err
+	}
+	if err := p.checkImports(code); err != nil {
 		return err
 	}
 	// Clocks and random source are set per instance (newInstance), which
@@ -120,6 +130,31 @@ func checkExports(code wazero.CompiledModule) error {
 	}
 	if _, ok := code.ExportedMemories()[abi.ExportMemory]; !ok {
 		return fmt.Errorf("module does not export its memory as %q", abi.ExportMemory)
+	}
+	return nil
+}
+
+// checkImports refuses a module importing a function the host does not
+// provide, or with another signature, or a memory, before running any of
+// its code and with a message naming it (instantiating it said "trap:
+// module[env] not instantiated").
+func (p *Policy) checkImports(code wazero.CompiledModule) error {
+	for _, fn := range code.ImportedFunctions() {
+		mod, name, _ := fn.Import()
+		var def api.FunctionDefinition
+		if host := p.rt.Module(mod); host != nil {
+			def = host.ExportedFunctionDefinitions()[name]
+		}
+		if def == nil {
+			return fmt.Errorf("module imports %s.%s, which the daemon does not provide (a policy may import %s.%s and WASI preview 1)", mod, name, abi.ImportModule, abi.ImportLog)
+		}
+		if !sameTypes(def.ParamTypes(), fn.ParamTypes()) || !sameTypes(def.ResultTypes(), fn.ResultTypes()) {
+			return fmt.Errorf("module imports %s.%s with the wrong signature", mod, name)
+		}
+	}
+	for _, m := range code.ImportedMemories() {
+		mod, name, _ := m.Import()
+		return fmt.Errorf("module imports a memory (%s.%s); a policy defines and exports its own", mod, name)
 	}
 	return nil
 }

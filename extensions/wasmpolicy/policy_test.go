@@ -246,11 +246,11 @@ func TestLoadRefuses(t *testing.T) {
 		want []string
 	}{
 		{"missing export", wasmModule(full[:3]...), []string{"does not export policy_authorize"}},
-		{"wrong signature", wasmModule(append(full[:3:3], wasmFunc{"policy_authorize", []byte{tI32}, []byte{tI64}, i64Const(0)})...), []string{"policy_authorize has the wrong signature"}},
+		{"wrong signature", wasmModule(append(full[:3:3], wasmFunc{"policy_authorize", []byte{tI32}, []byte{tI64}, i64Const(0), nil})...), []string{"policy_authorize has the wrong signature"}},
 		{"unknown ABI version", wasmModule(abiFuncs(3, i64Const(0))...), []string{"ABI v3", "ABI v1 to v2"}},
 		{"ABI version 0", wasmModule(abiFuncs(0, i64Const(0))...), []string{"ABI v0", "ABI v1 to v2"}},
-		{"not wasm", []byte("hello"), []string{"compile"}},
-		{"version traps", wasmModule(append([]wasmFunc{{"policy_abi_version", nil, []byte{tI32}, unreachable}}, full[1:]...)...), []string{"policy_abi_version", "unreachable"}},
+		{"not wasm", []byte("hello"), []string{"not a WebAssembly module"}},
+		{"version traps", wasmModule(append([]wasmFunc{{"policy_abi_version", nil, []byte{tI32}, unreachable, nil}}, full[1:]...)...), []string{"policy_abi_version", "unreachable"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

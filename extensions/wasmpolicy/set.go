@@ -36,6 +36,11 @@ type Set struct {
 	// waits for calls in flight and later calls see closed.
 	mu     sync.RWMutex
 	closed bool
+
+	// failed, when set, is told of every policy failure (RunCases: a
+	// failure is never the decision a case wants, even when failing
+	// closed denies as the case expects).
+	failed func(policy string, err error)
 }
 
 // Policies returns the set's policies, in order.
@@ -93,6 +98,9 @@ func (s *Set) authorize(ctx context.Context, req domain.AuthRequest, unknown uin
 			}
 			p.logger.Warn("policy failed", "err", err, "fail_open", p.spec.FailOpen,
 				"action", req.Action, "method", req.Method, "path", req.Path)
+			if s.failed != nil {
+				s.failed(p.spec.Name, err)
+			}
 			if p.spec.FailOpen {
 				continue
 			}

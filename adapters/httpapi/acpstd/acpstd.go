@@ -298,7 +298,10 @@ func streamACPStd(cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer st.Close()
 		r, w := route.Unwrap(hctx)
-		cfg.env.StreamSSE(hctx.Context(), w, r, st)
+		ctx, cancel := context.WithCancel(hctx.Context())
+		defer cancel()
+		defer route.Revocable(ctx, cancel)()
+		cfg.env.StreamSSE(ctx, w, r, st)
 	}}, nil
 }
 

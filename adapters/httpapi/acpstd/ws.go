@@ -67,6 +67,7 @@ func acceptACPWebSocket(ctx context.Context, cfg *server, in *acpStdGetInput) (*
 			c.Close(context.Background())
 			return
 		}
+		defer route.Revocable(hctx.Context(), func() { go route.CloseRevoked(ws) })()
 		serveACPWebSocket(ws, c, cfg, r, log)
 	}}, nil
 }

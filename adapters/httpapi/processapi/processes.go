@@ -296,14 +296,22 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 				q.Since = &after
 			}
 		}
+		// The follower reads until ctx ends, which a reload revoking
+		// the request's credentials does too (route.Revocable).
+		ctx, cancel := context.WithCancel(ctx)
+		release := route.Revocable(ctx, cancel)
 		f, err := svc.Follow(ctx, in.ID, q.Stream, q.Since)
 		if err != nil {
+			release()
+			cancel()
 			return nil, err
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer cancel()
+			defer release()
 			defer f.Close()
 			r, w := route.Unwrap(hctx)
-			streamProcessLogs(hctx.Context(), w, r, f, processes.NewEncoder(q.Encoding), env)
+			streamProcessLogs(ctx, w, r, f, processes.NewEncoder(q.Encoding), env)
 		}}, nil
 	}))
 

@@ -77,6 +77,7 @@ func registerTerminalWS(api huma.API, env *route.Env, svc *processes.Service) {
 			// the reader ends this one when the peer goes.
 			wctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 			defer cancel()
+			defer route.Revocable(hctx.Context(), func() { go route.CloseRevoked(c) })()
 			serveTerminal(wctx, cancel, c, svc, id, env)
 		}}, nil
 	})

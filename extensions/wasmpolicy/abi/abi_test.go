@@ -2,7 +2,9 @@ package abi
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -193,5 +195,25 @@ func TestPack(t *testing.T) {
 	p, n := Unpack(Pack(0xdeadbeef, 42))
 	if p != 0xdeadbeef || n != 42 {
 		t.Errorf("got %x %d", p, n)
+	}
+}
+
+// A long answer text is cut to MaxText at a UTF-8 boundary, before it is
+// copied out of the guest's memory.
+func TestCutText(t *testing.T) {
+	long := strings.Repeat("é", MaxText) // 2 bytes each
+	for _, tt := range []struct {
+		in   string
+		want int
+	}{
+		{"short", 5}, {strings.Repeat("a", MaxText+1), MaxText}, {long, MaxText}, {"a" + long, MaxText - 1},
+	} {
+		if got := CutText([]byte(tt.in)); len(got) != tt.want || !utf8.Valid(got) && utf8.ValidString(tt.in) {
+			t.Errorf("CutText(%d bytes) = %d bytes (valid %v), want %d", len(tt.in), len(got), utf8.Valid(got), tt.want)
+		}
+	}
+	d, _, err := ParseAnswer(append([]byte{VerdictDeny, 0, 0, 0, 0, 0, 0, 0}, "a"+long...), Version)
+	if err != nil || len(d.Message) != MaxText-1 || !utf8.ValidString(d.Message) {
+		t.Errorf("ParseAnswer: %d bytes, %v", len(d.Message), err)
 	}
 }

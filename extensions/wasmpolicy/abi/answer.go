@@ -3,6 +3,7 @@ package abi
 import (
 	"cmp"
 	"errors"
+	"unicode/utf8"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -48,10 +49,28 @@ func AppendError(dst []byte, msg string) []byte {
 // verdict.
 var ErrBadAnswer = errors.New("malformed answer record")
 
+// MaxText bounds the text of an answer the host keeps (a deny's message,
+// a principal, an error's reason): longer text is cut to it, at a UTF-8
+// boundary.
+const MaxText = 1024
+
+// CutText is b cut to MaxText bytes, at a UTF-8 boundary.
+func CutText(b []byte) []byte {
+	if len(b) <= MaxText {
+		return b
+	}
+	n := MaxText
+	for n > MaxText-utf8.UTFMax && n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return b[:n]
+}
+
 // ParseAnswer reads an answer record of a module built for ABI version.
 // A VerdictError answer is returned as failure, the policy's message; err
 // is set only when b is malformed. A v1 module's allow is a pass whatever
-// text follows it, and v1 has no grant.
+// text follows it, and v1 has no grant. The text is cut to MaxText before
+// it is copied: a guest may answer with its whole memory.
 func ParseAnswer(b []byte, version uint32) (d domain.Decision, failure string, err error) {
 	if len(b) < answerHeader {
 		return d, "", ErrBadAnswer
@@ -63,7 +82,7 @@ func ParseAnswer(b []byte, version uint32) (d domain.Decision, failure string, e
 	if !ok {
 		return d, "", ErrBadAnswer
 	}
-	text := string(raw)
+	text := string(CutText(raw))
 	switch b[0] {
 	case VerdictPass:
 		if version < 2 {

@@ -2,7 +2,6 @@ package guest
 
 import (
 	"bytes"
-	"strings"
 	"unsafe"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -226,14 +225,14 @@ func noteQuery(names []string, name string) []string {
 }
 
 // Bearer returns the token of an "Authorization: Bearer <token>" header,
-// or "" when there is none.
+// or "" when there is none. It reads the header as the daemon's token
+// check does (domain.BearerToken: the scheme spelt "Bearer", one space, a
+// token without spaces or control characters), so a policy recognises a
+// token in exactly the forms the check would accept it: "BEARER tok",
+// "Bearer  tok" or "Bearer a b" hold no token for either.
 func (r *Request) Bearer() string {
-	const prefix = "bearer "
-	h := r.Header("authorization")
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return ""
-	}
-	return strings.TrimSpace(h[len(prefix):])
+	tok, _ := domain.BearerToken(r.Header("authorization"))
+	return tok
 }
 
 // AuthRequest copies the whole request into a domain.AuthRequest. It is

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/queryparam"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/authz"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -99,6 +101,12 @@ type authState struct {
 	action    domain.Action
 	principal string
 	instance  uint64 // the ACP instance judged (AuthRequest.Instance)
+	// req is the request as judged, env the chain that judged it and gen
+	// the Streams generation then: what Revocable needs to judge a stream
+	// again at a reload.
+	req domain.AuthRequest
+	env *Env
+	gen uint64
 	// settled: decided for good by the middleware (with the whole
 	// description, or without the body when that could not change the
 	// outcome), so an ACP POST's handler does not ask again once it has
@@ -290,9 +298,44 @@ func (e *Env) AuthRequest(r *http.Request, method, route, opID string) domain.Au
 	}
 	req.Headers = headers
 	if r.URL.RawQuery != "" {
-		req.Query = r.URL.Query()
+		req.Query = QueryAsRead(r.URL.RawQuery)
 	}
 	return req
+}
+
+// QueryAsRead is a query as the operations read it, for the policies:
+// the first value of each name is the one huma binds to a parameter
+// (queryparam.Get), the values after it follow in order.
+//
+// Why not url.ParseQuery: it reads some queries otherwise than huma
+// does, and a policy judging by one reading while the operation acts on
+// the other is judging another request. "?recursive" (no "=") is true to
+// huma and "" to ParseQuery, so a policy refusing recursive deletes let
+// one through; "?path=/etc;&path=/ok" is "/etc;" to huma while ParseQuery
+// drops the pair with the semicolon and shows "/ok" first; a bad escape
+// ("%zz") is "" to huma and dropped by ParseQuery, again promoting the
+// next value.
+func QueryAsRead(raw string) map[string][]string {
+	q := map[string][]string{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			continue // huma never matches such a name either
+		}
+		val, err := url.QueryUnescape(v)
+		if err != nil {
+			val = "" // as huma reads it
+		}
+		q[name] = append(q[name], val)
+	}
+	for name, vals := range q {
+		vals[0] = queryparam.Get(raw, name)
+	}
+	return q
 }
 
 // Authorize runs the chain, counts and logs the outcome, and returns the
@@ -353,7 +396,11 @@ func (e *Env) decided(ctx context.Context, req domain.AuthRequest, out authz.Out
 	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, authKey{}, authState{action: req.Action, principal: out.Principal, instance: req.Instance}), nil
+	s := authState{action: req.Action, principal: out.Principal, instance: req.Instance}
+	if e.Streams != nil {
+		s.req, s.env, s.gen = req, e, e.Streams.gen.Load()
+	}
+	return context.WithValue(ctx, authKey{}, s), nil
 }
 
 // WriteAuthProblem answers a refusal; a 401 says how to authenticate.
@@ -402,14 +449,15 @@ func (e *Env) WithAuth(route, opID string, describe RawDescribe, next http.Handl
 // Authorization value: the header named by Env.TokenHeader when it is
 // set and present (a router in front of the daemon, such as
 // agent-sandbox's, drops Authorization, which carries its own token, and
-// forwards this one; a bare token there is taken as "Bearer <token>");
+// forwards this one; a value that is not "Bearer <token>" as
+// domain.BearerToken reads it is taken as a bare token);
 // else the Authorization header; else, for a WebSocket only (browsers
 // cannot set headers on one: the terminal, and the upgrade of
 // /acp/{agent}), its access_token query parameter.
 func (e *Env) PresentedAuthorization(r *http.Request) string {
 	if e.TokenHeader != "" {
 		if h := r.Header.Get(e.TokenHeader); h != "" {
-			if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+			if _, ok := domain.BearerToken(h); ok {
 				return h
 			}
 			return "Bearer " + h

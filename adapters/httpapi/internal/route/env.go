@@ -33,4 +33,7 @@ type Env struct {
 	AllowedOrigin func(origin string) bool
 	// CountAuth, when set, counts one decision of the chain for /metrics.
 	CountAuth func(a domain.Action, decision, by string)
+	// Streams, when set, holds the open streams and WebSockets (Revocable),
+	// judged again after a reload.
+	Streams *Streams
 }
