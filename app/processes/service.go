@@ -337,7 +337,7 @@ func (s *Service) lookup(id string) (*proc, error) {
 	if pr := s.procs[id]; pr != nil {
 		return pr, nil
 	}
-	return nil, domain.NotFound("process " + id)
+	return nil, domain.ResourceNotFound("process", id)
 }
 
 // List describes every process kept, optionally only one owner's, in the
@@ -408,7 +408,7 @@ func (s *Service) Delete(id string) error {
 	defer s.mu.Unlock()
 	pr := s.procs[id]
 	if pr == nil {
-		return domain.NotFound("process " + id)
+		return domain.ResourceNotFound("process", id)
 	}
 	select {
 	case <-pr.done:

@@ -60,6 +60,7 @@ const (
 	withLimit                         // details.limitBytes
 	withCount                         // details.limit, a count
 	withMinFree                       // details.minFreeBytes
+	withResource                      // details.id and details.resource, when the error names a resource
 )
 
 // kindInfo is the error table of docs/api.md section 1: status, title, detail
@@ -90,7 +91,7 @@ var kindInfo = map[domain.Kind]struct {
 	domain.KindAgentProcessExited:  {500, "Agent Process Exited", "agent process exited", agentInDetail | withAgent | withStderr | withExitCode, ""},
 	domain.KindStreamError:         {502, "Stream Error", "stream error", msgInDetail | withMessage, ""},
 	domain.KindTimeout:             {504, "Timeout", "timeout", withMessage, ""},
-	domain.KindNotFound:            {404, "Not Found", "not found", msgInDetail, ""},
+	domain.KindNotFound:            {404, "Not Found", "not found", msgInDetail | withResource, ""},
 	domain.KindTooManyInstances:    {429, "Too Many Instances", "too many instances", msgInDetail | withMessage | withCount, "5"},
 	domain.KindOverloaded:          {503, "Overloaded", "overloaded", msgInDetail | withMessage | withLimit, "1"},
 	domain.KindTooManyRequests:     {429, "Too Many Requests", "too many requests", msgInDetail | withMessage | withCount, "1"},
@@ -193,6 +194,10 @@ func wireProblem(e *domain.Error, status int, title, prefix string, sh shape) *P
 	}
 	if sh&withMinFree != 0 {
 		details["minFreeBytes"] = e.MinFreeBytes
+	}
+	if sh&withResource != 0 && e.Resource != "" {
+		details["id"] = e.ID
+		details["resource"] = e.Resource
 	}
 	if len(details) > 0 {
 		p.Details = details
