@@ -3,7 +3,6 @@ package e2e
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,18 +32,19 @@ func referenceWithMock(t *testing.T, env ...string) (url, home string) {
 }
 
 // Scenarios of e2e/js/sdk-sessions.mjs the reference passes too.
-var sessionScenariosBoth = []string{"many", "cancel", "permission-late", "permission-never", "resume"}
+var sessionScenariosBoth = []string{"many", "shared", "cancel", "permission-late", "permission-never", "resume"}
 
 // TestCompatSDKSessions: twelve SDK clients at once on one daemon, each
 // its own server id, prompts interleaved (streams, late permissions,
 // thoughts), every update delivered to its own client in order; ten
+// sessions of one client on its one connection, prompting at once; ten
 // clients whose event streams are cut mid-turn again and again, resumed
 // with Last-Event-ID without a loss or a duplicate; cancel during a
 // prompt and a prompt replacing a running one; a permission answered late
 // or never; a client restarting and resuming its session; an agent
 // exiting mid-turn (the prompt fails at once with -32603); the instance
 // deleted while a prompt runs (the prompt settles, the DELETE returns).
-// The reference passes the first five; it loses events on reconnect, its
+// The reference passes the first six; it loses events on reconnect, its
 // prompts wait its request timeout when the agent exits, and its DELETE
 // leaves the turn running, so those run here only.
 func TestCompatSDKSessions(t *testing.T) {
@@ -52,8 +52,7 @@ func TestCompatSDKSessions(t *testing.T) {
 	t.Run("ours", func(t *testing.T) {
 		t.Parallel()
 		d := harness.Start(t, harness.Options{})
-		all := append(append([]string{}, sessionScenariosBoth...), "reconnect", "agent-exit", "delete")
-		runNode(t, "sdk-sessions.mjs", 120*time.Second, "BASE_URL="+d.URL, "SCENARIOS="+strings.Join(all, ","))
+		sessionScenarios(t, d.URL, append(append([]string{}, sessionScenariosBoth...), "reconnect", "agent-exit", "delete"))
 		if n := len(d.Servers()); n != 0 {
 			t.Errorf("%d instances left after every client disposed", n)
 		}
@@ -61,7 +60,22 @@ func TestCompatSDKSessions(t *testing.T) {
 	t.Run("reference", func(t *testing.T) {
 		t.Parallel()
 		url, _ := referenceWithMock(t)
-		runNode(t, "sdk-sessions.mjs", 120*time.Second, "BASE_URL="+url, "SCENARIOS="+strings.Join(sessionScenariosBoth, ","))
+		sessionScenarios(t, url, sessionScenariosBoth)
+	})
+}
+
+// sessionScenarios runs each scenario of e2e/js/sdk-sessions.mjs in a node
+// process of its own, all at once against the daemon at url, and returns
+// when all are done.
+func sessionScenarios(t *testing.T, url string, scenarios []string) {
+	t.Helper()
+	t.Run("scenarios", func(t *testing.T) {
+		for _, sc := range scenarios {
+			t.Run(sc, func(t *testing.T) {
+				t.Parallel()
+				runNode(t, "sdk-sessions.mjs", 60*time.Second, "BASE_URL="+url, "SCENARIOS="+sc)
+			})
+		}
 	})
 }
 

@@ -7,7 +7,7 @@
 // mid-turn; an instance deleted while a prompt runs.
 //
 // Env: BASE_URL; SCENARIOS, a comma-separated list of the scenarios below
-// (the reference 0.4.2 passes many, cancel, permission-late,
+// (the reference 0.4.2 passes many, shared, cancel, permission-late,
 // permission-never and resume; it loses events on reconnect, waits its
 // request timeout when the agent exits, and its DELETE leaves the turn
 // running). Exits non-zero on any mismatch.
@@ -39,13 +39,21 @@ async function servers() {
   return (await res.json()).servers.map((s) => s.serverId);
 }
 
-// createSession, and the server id its client started (a fresh
-// SandboxAgent opens one connection, sdk-mock-<uuid>).
+// serverIdOf is the server id of a client's connection to the mock
+// (sdk-mock-<uuid>), read from the client's own transport; scenarios run
+// at once, so the daemon's listing cannot tell whose an instance is.
+function serverIdOf(sdk) {
+  const path = sdk.liveConnections.get("mock")?.acp?.transport?.path;
+  assert.ok(path?.startsWith("/v1/acp/"), `no connection to the mock: ${path}`);
+  return decodeURIComponent(path.slice("/v1/acp/".length));
+}
+
+// createSession, and the server id of the client's connection.
 async function newSession(sdk, request = { agent: "mock" }) {
-  const before = new Set(await servers());
   const session = await withTimeout(sdk.createSession(request), 20000, "createSession");
-  const started = (await servers()).filter((id) => !before.has(id));
-  return { session, serverId: started[0] };
+  const serverId = serverIdOf(sdk);
+  assert.ok((await servers()).includes(serverId), `${serverId} is listed`);
+  return { session, serverId };
 }
 
 // texts collects a session's agent_message_chunk texts, in arrival order.
@@ -118,10 +126,11 @@ const run = {
   async many() {
     const N = 12;
     const clients = await Promise.all(Array.from({ length: N }, () => SandboxAgent.connect({ baseUrl })));
-    const before = new Set(await servers());
     const sessions = await withTimeout(Promise.all(clients.map((c) => c.createSession({ agent: "mock" }))), 30000, "12 sessions");
-    const ids = (await servers()).filter((id) => !before.has(id));
-    assert.equal(ids.length, N, `each client has its own server id: ${ids}`);
+    const ids = clients.map(serverIdOf);
+    assert.equal(new Set(ids).size, N, `each client has its own server id: ${ids}`);
+    const listed = await servers();
+    assert.ok(ids.every((id) => listed.includes(id)), "every client's instance is listed");
     const got = sessions.map(texts);
     sessions.forEach((s, i) => s.onPermissionRequest((req) => {
       setTimeout(() => s.respondPermission(req.id, i % 2 ? "once" : "reject").catch((e) => got[i].push(`respond failed: ${e}`)), 20 * i).unref();
@@ -143,6 +152,21 @@ const run = {
     await Promise.all(clients.map((c) => withTimeout(c.dispose(), 10000, "dispose")));
     const left = (await servers()).filter((id) => ids.includes(id));
     assert.deepEqual(left, [], "dispose deleted every instance");
+  },
+
+  // Ten sessions on one client, so on one connection and one agent
+  // process: prompts run at once, each session gets its own updates.
+  async shared() {
+    const sdk = await SandboxAgent.connect({ baseUrl });
+    const sessions = await withTimeout(Promise.all(Array.from({ length: 10 }, () => sdk.createSession({ agent: "mock" }))), 30000, "10 sessions");
+    assert.equal(new Set(sessions.map((s) => s.lastConnectionId)).size, 1, "one connection for the client");
+    assert.equal(new Set(sessions.map((s) => s.agentSessionId)).size, 10);
+    const got = sessions.map(texts);
+    const answers = await withTimeout(Promise.all(sessions.map((s, i) => s.prompt([{ type: "text", text: `stream ${5 + i}` }]))), 30000, "prompts");
+    answers.forEach((a) => assert.equal(a.stopReason, "end_turn"));
+    await eventually(() => got.every((g, i) => g.length >= 5 + i), "every update delivered");
+    got.forEach((g, i) => assert.deepEqual(g, chunksOf(5 + i), `session ${i}`));
+    await withTimeout(sdk.dispose(), 10000, "dispose");
   },
 
   // The event stream is cut mid-turn again and again, differently for
