@@ -39,7 +39,9 @@ var sessionScenariosBoth = []string{"many", "shared", "cancel", "permission-late
 // thoughts), every update delivered to its own client in order; ten
 // sessions of one client on its one connection, prompting at once; ten
 // clients whose event streams are cut mid-turn again and again, resumed
-// with Last-Event-ID without a loss or a duplicate; cancel during a
+// with Last-Event-ID without a loss or a duplicate; a stream failing with
+// a network error mid-turn, whose turn completes, whole, once the client
+// posts again; cancel during a
 // prompt and a prompt replacing a running one; a permission answered late
 // or never; a client restarting and resuming its session; an agent
 // exiting mid-turn (the prompt fails at once with -32603); the instance
@@ -52,7 +54,7 @@ func TestCompatSDKSessions(t *testing.T) {
 	t.Run("ours", func(t *testing.T) {
 		t.Parallel()
 		d := harness.Start(t, harness.Options{})
-		sessionScenarios(t, d.URL, append(append([]string{}, sessionScenariosBoth...), "reconnect", "agent-exit", "delete"))
+		sessionScenarios(t, d.URL, append(append([]string{}, sessionScenariosBoth...), "reconnect", "stream-error", "agent-exit", "delete"))
 		if n := len(d.Servers()); n != 0 {
 			t.Errorf("%d instances left after every client disposed", n)
 		}

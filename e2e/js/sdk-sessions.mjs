@@ -118,6 +118,50 @@ function cuttingFetch(every) {
   return { fetch: f, resumedFrom };
 }
 
+// failingFetch breaks the first event stream with a network error after
+// `after` events (a reset connection, not an end): acp-http-client then
+// stops reading until its next POST, which reconnects with Last-Event-ID.
+function failingFetch(after) {
+  const resumedFrom = [];
+  let failed = false;
+  const f = async (url, init = {}) => {
+    const res = await fetch(url, init);
+    const accept = new Headers(init.headers).get("accept") || "";
+    if ((init.method ?? "GET") !== "GET" || !accept.includes("text/event-stream") || !res.ok || !res.body) return res;
+    resumedFrom.push(new Headers(init.headers).get("last-event-id"));
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    const enc = new TextEncoder();
+    let buf = "";
+    let seen = 0;
+    let failNext = false;
+    const body = new ReadableStream({
+      async pull(c) {
+        // The error comes once the client has read what came before it.
+        if (failNext) return c.error(new TypeError("network error"));
+        const { done, value } = await reader.read();
+        if (done) return c.close();
+        buf += dec.decode(value, { stream: true });
+        let out = "";
+        for (let i; (i = buf.indexOf("\n\n")) !== -1;) {
+          const ev = buf.slice(0, i + 2);
+          buf = buf.slice(i + 2);
+          out += ev;
+          if (!failed && /^id:/m.test(ev) && ++seen >= after) {
+            failed = failNext = true;
+            reader.cancel().catch(() => {});
+            break;
+          }
+        }
+        if (out) c.enqueue(enc.encode(out));
+      },
+      cancel() { reader.cancel().catch(() => {}); },
+    });
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+  return { fetch: f, resumedFrom, failed: () => failed };
+}
+
 const run = {
   // Twelve clients, each its own server id, three rounds of prompts
   // interleaved across them: streams of different lengths, a permission
@@ -192,6 +236,34 @@ const run = {
     await Promise.all(clients.map((c) => withTimeout(c.dispose(), 10000, "dispose")));
   },
 
+  // The event stream fails (a network error) mid-turn: the client reads
+  // nothing more until it posts again; then it resumes with Last-Event-ID
+  // and gets the rest of the turn, its answer included, nothing twice.
+  // (The reference answers a prompt in its POST, so its prompt ends
+  // without the stream; the updates of the break are lost there.)
+  async "stream-error"() {
+    const broken = failingFetch(6);
+    const sdk = await SandboxAgent.connect({ baseUrl, fetch: broken.fetch });
+    const { session } = await newSession(sdk);
+    const { session: other } = await newSession(sdk);
+    const got = texts(session);
+    let answer;
+    const prompt = session.prompt([{ type: "text", text: "stream 40" }]).then((a) => { answer = a; });
+    await eventually(() => broken.failed() && got.length > 0, "the stream failed mid-turn");
+    await sleep(300);
+    assert.equal(answer, undefined, "no answer while the stream is down");
+    assert.ok(got.length < 40, `${got.length} updates before the break`);
+    // Any POST brings the stream back.
+    assert.equal((await withTimeout(other.prompt([{ type: "text", text: "hello" }]), 10000, "another prompt")).stopReason, "end_turn");
+    await withTimeout(prompt, 10000, "the broken turn's answer after the reconnect");
+    assert.equal(answer.stopReason, "end_turn");
+    await eventually(() => got.length >= 40, "every update of the broken turn");
+    assert.deepEqual(got, chunksOf(40));
+    assert.equal(broken.resumedFrom.length, 2, JSON.stringify(broken.resumedFrom));
+    assert.ok(Number(broken.resumedFrom[1]) >= 6, `resumed with Last-Event-ID ${broken.resumedFrom[1]}`);
+    await withTimeout(sdk.dispose(), 10000, "dispose");
+  },
+
   // Cancel during a prompt: destroySession sends session/cancel and the
   // running prompt answers cancelled; a second prompt on a session ends
   // the first (cancelled) and runs; the connection goes on working.
@@ -237,7 +309,10 @@ const run = {
   },
 
   // A permission never answered: the turn waits; destroySession resolves
-  // the pending request as cancelled and the prompt ends cancelled.
+  // the pending request as cancelled and sends session/cancel, and the
+  // prompt ends: cancelled, or, when the permission's answer reached the
+  // agent first (the client posts the two at once), the turn the mock
+  // ends after a cancelled permission.
   async "permission-never"() {
     const sdk = await SandboxAgent.connect({ baseUrl });
     const { session } = await newSession(sdk);
@@ -250,7 +325,10 @@ const run = {
     await sleep(500);
     assert.equal(settled, false, "the turn waits for the answer");
     await sdk.destroySession(session.id);
-    assert.equal((await withTimeout(prompt, 10000, "prompt after destroySession")).stopReason, "cancelled");
+    const { stopReason } = await withTimeout(prompt, 10000, "prompt after destroySession");
+    if (stopReason === "end_turn") await eventually(() => got.length > 0, "the turn's update");
+    assert.ok(stopReason === "cancelled" || (stopReason === "end_turn" && got.includes("mock: permission cancelled")),
+      `${stopReason} ${JSON.stringify(got)}`);
     await withTimeout(sdk.dispose(), 10000, "dispose");
     assert.ok(!got.some((t) => t.startsWith("mock: permission selected")), JSON.stringify(got));
   },
