@@ -70,6 +70,9 @@ type Error struct {
 	Limit      int
 	// MinFreeBytes is the free space a refused write would have eaten into.
 	MinFreeBytes int64
+	// Resource and ID name an unknown resource of a not_found (a process
+	// and its id; empty for a filesystem path).
+	Resource, ID string
 	// PolicyStatus is the status an auth policy's deny chose
 	// (Decision.Status): a fact of the policy's answer, which the HTTP
 	// adapter honours. No other status lives on an Error.
@@ -212,6 +215,12 @@ func StreamError(msg string) *Error { return &Error{Kind: KindStreamError, Msg: 
 // NotFound is an unknown resource other than an ACP server (a process);
 // msg names it.
 func NotFound(msg string) *Error { return &Error{Kind: KindNotFound, Msg: msg} }
+
+// ResourceNotFound is an unknown resource of a type the API names (a
+// "process"), and its id.
+func ResourceNotFound(resource, id string) *Error {
+	return &Error{Kind: KindNotFound, Msg: resource + " " + id, Resource: resource, ID: id}
+}
 
 // TooManyRequests is a cap of limit live things reached; msg says which.
 func TooManyRequests(msg string, limit int) *Error {

@@ -71,15 +71,18 @@ type ProcessInfo struct {
 }
 
 // ProcessConfig is the runtime configuration of the processes API: its
-// limits, which POST /v1/processes/config replaces as a whole.
+// limits, which POST /v1/processes/config replaces as a whole. A negative
+// value is refused as a value of the wrong type (422), as the reference's
+// unsigned fields refuse it; zero passes the schema and is refused by the
+// service's own check (400), as there.
 type ProcessConfig struct {
 	_                       struct{} `json:"-" additionalProperties:"true"` // unknown fields are ignored, as the reference does
-	MaxConcurrentProcesses  int      `json:"maxConcurrentProcesses" doc:"Processes (managed and runs) alive at once; one more is refused with 429."`
-	DefaultRunTimeoutMs     int64    `json:"defaultRunTimeoutMs" doc:"Timeout of a run that names none."`
-	MaxRunTimeoutMs         int64    `json:"maxRunTimeoutMs" doc:"Upper bound of a run's timeout."`
-	MaxOutputBytes          int      `json:"maxOutputBytes" doc:"Bytes of stdout and of stderr a run keeps (then *Truncated)."`
-	MaxLogBytesPerProcess   int      `json:"maxLogBytesPerProcess" doc:"Bytes of recent output kept per managed process (older output is evicted)."`
-	MaxInputBytesPerRequest int      `json:"maxInputBytesPerRequest" doc:"Largest decoded input of one request or terminal frame (413 past it)."`
+	MaxConcurrentProcesses  int      `json:"maxConcurrentProcesses" minimum:"0" doc:"Processes (managed and runs) alive at once; one more is refused with 429."`
+	DefaultRunTimeoutMs     int64    `json:"defaultRunTimeoutMs" minimum:"0" doc:"Timeout of a run that names none."`
+	MaxRunTimeoutMs         int64    `json:"maxRunTimeoutMs" minimum:"0" doc:"Upper bound of a run's timeout."`
+	MaxOutputBytes          int      `json:"maxOutputBytes" minimum:"0" doc:"Bytes of stdout and of stderr a run keeps (then *Truncated)."`
+	MaxLogBytesPerProcess   int      `json:"maxLogBytesPerProcess" minimum:"0" doc:"Bytes of recent output kept per managed process (older output is evicted)."`
+	MaxInputBytesPerRequest int      `json:"maxInputBytesPerRequest" minimum:"0" doc:"Largest decoded input of one request or terminal frame (413 past it)."`
 }
 
 // DefaultProcessConfig is the reference's configuration.
@@ -118,7 +121,9 @@ type ProcessRunRequest struct {
 
 // ProcessRunResponse is how a run ended and what it wrote.
 type ProcessRunResponse struct {
-	ExitCode        *int   `json:"exitCode,omitempty"`
+	// ExitCode is null when a signal ended the run (a timeout included),
+	// present as the reference sends it: a client may test it for null.
+	ExitCode        *int   `json:"exitCode" required:"false" nullable:"true"`
 	Signal          string `json:"signal,omitempty" doc:"The signal that ended the process (beyond the SDK's schema)."`
 	TimedOut        bool   `json:"timedOut"`
 	Stdout          string `json:"stdout"`

@@ -57,6 +57,13 @@ func openCodeDaemon(t *testing.T, o harness.Options) *harness.Daemon {
 // free loopback port, in a home of its own.
 func referenceDaemon(t *testing.T) string {
 	t.Helper()
+	return referenceDaemonIn(t, t.TempDir())
+}
+
+// referenceDaemonIn is referenceDaemon in the home given, with env added
+// to its environment.
+func referenceDaemonIn(t *testing.T, home string, env ...string) string {
+	t.Helper()
 	requireNodeModules(t)
 	bin, err := filepath.Abs("node_modules/@sandbox-agent/cli-linux-x64/bin/sandbox-agent")
 	if err != nil {
@@ -71,10 +78,10 @@ func referenceDaemon(t *testing.T) string {
 	}
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
-	home := t.TempDir()
 	cmd := exec.Command(bin, "server", "--no-telemetry", "-H", "127.0.0.1", "-p", port)
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"), "SANDBOX_AGENT_LOG_STDOUT=1")
+	cmd.Env = append(cmd.Env, env...)
 	var logs harness.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -436,8 +436,8 @@ func TestProcessesLifecycle(t *testing.T) {
 		{"POST", "/v1/processes", `not json`, 400},
 		{"POST", "/v1/processes/" + p.ID + "/input", `{"data":"%%%"}`, 400},
 		{"POST", "/v1/processes/" + p.ID + "/input", `{"data":"eA==","encoding":"rot13"}`, 400},
-		{"POST", "/v1/processes/" + p.ID + "/terminal/resize", `{"cols":0,"rows":10}`, 400},
-		{"GET", "/v1/processes/" + p.ID + "/logs?since=abc", ``, 422},
+		{"POST", "/v1/processes/" + p.ID + "/terminal/resize", `{"cols":65536,"rows":10}`, 422},
+		{"GET", "/v1/processes/" + p.ID + "/logs?since=abc", ``, 400},
 		{"POST", "/v1/processes/proc_999/stop", ``, 404},
 		{"DELETE", "/v1/processes/" + p.ID, ``, 409},
 	} {

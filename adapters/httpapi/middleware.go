@@ -67,7 +67,7 @@ func problemOnMiss(mux *http.ServeMux, cfg *Config) http.Handler {
 			}
 			w.WriteHeader(rec.status)
 		default:
-			route.WriteProblem(w, route.ProblemFor(r.Context(), route.WithStatus(http.StatusNotFound, domain.InvalidRequest("endpoint not found"))))
+			route.WriteProblem(w, route.EndpointNotFound())
 		}
 	})
 }

@@ -31,9 +31,9 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 		detail             string
 		allow              []string // methods the Allow header must list
 	}{
-		{"unknown route", "GET", "/v1/nope", 404, "invalid request: endpoint not found", nil},
-		{"unknown top-level route", "POST", "/whatever/else", 404, "invalid request: endpoint not found", nil},
-		{"opencode is not mounted", "GET", "/opencode/session", 404, "invalid request: endpoint not found", nil},
+		{"unknown route", "GET", "/v1/nope", 404, "endpoint not found", nil},
+		{"unknown top-level route", "POST", "/whatever/else", 404, "endpoint not found", nil},
+		{"opencode is not mounted", "GET", "/opencode/session", 404, "endpoint not found", nil},
 		{"wrong method", "PUT", "/v1/health", 405, "invalid request: method not allowed", []string{"GET"}},
 		{"wrong method on ACP", "PATCH", "/v1/acp/x", 405, "invalid request: method not allowed", []string{"GET", "POST", "DELETE"}},
 		{"rpc GET is gone", "GET", "/v1/rpc", 410, "invalid request: /v1/rpc has been removed; use /v1/acp/{server_id}", nil},

@@ -39,7 +39,7 @@ func TestHumaErrorsAreProblems(t *testing.T) {
 		name, method, path, body string
 		status                   int
 	}{
-		{"bad boolean query", "GET", "/v1/agents?config=maybe", "", 422},
+		{"bad boolean query", "GET", "/v1/agents?config=maybe", "", 400}, // as the reference
 		{"bad JSON body", "POST", "/v1/agents/mock/install", "{", 400},
 		{"wrong body type", "POST", "/v1/agents/mock/install", `{"reinstall":"yes"}`, 422},
 	}

@@ -482,16 +482,31 @@ func (in *instance) forget(key string, p *pendingRequest) {
 	}
 }
 
-// stop ends the instance: streams end, the process group is stopped (SIGTERM,
-// then SIGKILL after the grace period), pending requests fail.
-func (in *instance) stop(ctx context.Context) {
-	in.log.Close()
+// stop ends the instance: the process group is stopped (SIGTERM, then
+// SIGKILL after the grace period), pending requests fail, streams end.
+//
+// With drain (a DELETE), the streams end only after their readers have
+// had what the exit appended: the JSON-RPC error of each asynchronous
+// request still pending and _adapter/agent_exited (bounded by the flush
+// barrier's timeout, so a reader that takes nothing cannot hold the
+// DELETE). A client whose prompt was running then sees it fail; ended
+// first, its stream took the errors with it, and the official client,
+// which answers a prompt only from the stream, waited for it forever.
+// Without drain (the daemon stopping) the streams end at once.
+func (in *instance) stop(ctx context.Context, drain bool) {
+	if !drain {
+		in.log.Close()
+	}
 	sctx, cancel := context.WithTimeout(ctx, in.opts.StopGrace)
 	defer cancel()
 	if err := in.proc.Stop(sctx); err != nil {
 		in.logger.Warn("stopping agent failed", "err", err)
 	}
 	<-in.done
+	if drain {
+		in.log.WaitFlushed(ctx, in.log.Stats().LastEventID, in.opts.BarrierTimeout)
+		in.log.Close()
+	}
 }
 
 // ServerInfo describes an instance for GET /v1/acp.

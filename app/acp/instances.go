@@ -278,7 +278,7 @@ func (s *Instances) instanceFor(ctx context.Context, req PostRequest) (*instance
 			if s.closed {
 				s.mu.Unlock()
 				close(done)
-				in.stop(context.Background())
+				in.stop(context.Background(), false)
 				return nil, errShuttingDown
 			}
 			s.lastGen++
@@ -408,7 +408,7 @@ func (s *Instances) Delete(ctx context.Context, id string) {
 	s.mu.Unlock()
 	if in != nil {
 		defer s.wg.Done()
-		in.stop(ctx)
+		in.stop(ctx, true)
 		in.log.Release()
 	}
 }
@@ -493,7 +493,7 @@ func (s *Instances) Close(ctx context.Context) error {
 	for _, in := range all {
 		go func() {
 			defer s.wg.Done()
-			in.stop(ctx)
+			in.stop(ctx, false)
 		}()
 	}
 	done := make(chan struct{})

@@ -746,6 +746,51 @@ func TestDelete(t *testing.T) {
 	}
 }
 
+// A DELETE while an asynchronous request (a prompt) is pending: a reader
+// of the stream gets the request's JSON-RPC error and the exit notice
+// before its stream ends, so a client that answers a prompt only from the
+// stream (acp-http-client) sees it fail instead of waiting forever.
+func TestDeleteDrainsExitToReaders(t *testing.T) {
+	r := newACPRig(t, Options{AsyncMethods: map[string]bool{"session/prompt": true}})
+	r.mustPost(t, "s", "a", note)
+	c, err := r.s.Subscribe("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := make(chan []string, 1)
+	go func() {
+		var all []string
+		for {
+			evs, _, err := c.Read(context.Background(), nil, 100, time.Minute)
+			for _, e := range evs {
+				all = append(all, string(e.Data))
+				c.Ack(e.Seq)
+			}
+			if err != nil {
+				got <- append(all, err.Error())
+				return
+			}
+		}
+	}()
+	r.mustPost(t, "s", "", req(`"p"`, "session/prompt"))
+	r.nextHeld(t)
+	r.s.Delete(context.Background(), "s")
+	want := []string{
+		string(domain.AgentStoppedResponse([]byte(`"p"`))),
+		`{"jsonrpc":"2.0","method":"_adapter/agent_exited","params":{"success":false,"code":null}}`, // SIGTERM
+		ErrStreamClosed.Error(),
+	}
+	select {
+	case all := <-got:
+		if strings.Join(all, "\n") != strings.Join(want, "\n") {
+			t.Errorf("the reader got\n%s\nwant\n%s", strings.Join(all, "\n"), strings.Join(want, "\n"))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream did not end after the DELETE")
+	}
+}
+
 func TestClose(t *testing.T) {
 	r := newACPRig(t, Options{})
 	r.mustPost(t, "a", "x", note)

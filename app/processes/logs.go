@@ -114,7 +114,7 @@ func validPrefix(p []byte) bool {
 type LogQuery struct {
 	Stream   domain.ProcessLogsStream
 	Since    *uint64            // only entries with a greater sequence
-	Tail     int                // only the last Tail matching entries; 0 for all
+	Tail     *int               // only the last *Tail matching entries (0: none, as the reference); nil for all
 	Encoding domain.LogEncoding // of the entries' data: base64 ("") or utf8
 }
 
@@ -165,8 +165,8 @@ func (s *Service) Logs(id string, q LogQuery) (domain.ProcessLogsResponse, error
 			break
 		}
 	}
-	if q.Tail > 0 && len(chunks) > q.Tail {
-		chunks = chunks[len(chunks)-q.Tail:]
+	if q.Tail != nil && len(chunks) > *q.Tail {
+		chunks = chunks[len(chunks)-max(*q.Tail, 0):]
 	}
 	enc := NewEncoder(q.Encoding)
 	last := map[domain.ProcessLogsStream]int{} // each stream's last entry

@@ -337,7 +337,7 @@ func (s *Service) lookup(id string) (*proc, error) {
 	if pr := s.procs[id]; pr != nil {
 		return pr, nil
 	}
-	return nil, domain.NotFound("process " + id)
+	return nil, domain.ResourceNotFound("process", id)
 }
 
 // List describes every process kept, optionally only one owner's, in the
@@ -408,7 +408,7 @@ func (s *Service) Delete(id string) error {
 	defer s.mu.Unlock()
 	pr := s.procs[id]
 	if pr == nil {
-		return domain.NotFound("process " + id)
+		return domain.ResourceNotFound("process", id)
 	}
 	select {
 	case <-pr.done:
@@ -441,10 +441,13 @@ func (s *Service) Input(ctx context.Context, id string, data []byte) (int, error
 	return pr.write(ctx, data)
 }
 
-// Resize sets process id's terminal size.
+// Resize sets process id's terminal size. Zero is allowed, as the kernel
+// and the reference allow it (the size is unknown: programs fall back to
+// their defaults), so a client that sizes a hidden terminal at 0×0 is
+// not refused.
 func (s *Service) Resize(id string, cols, rows int) error {
-	if cols < 1 || rows < 1 || cols > 65535 || rows > 65535 {
-		return domain.InvalidRequest("cols and rows must be between 1 and 65535")
+	if cols < 0 || rows < 0 || cols > 65535 || rows > 65535 {
+		return domain.InvalidRequest("cols and rows must be between 0 and 65535")
 	}
 	pr, err := s.lookup(id)
 	if err != nil {

@@ -106,7 +106,8 @@ func testManagedProcessLifecycle(t *testing.T) {
 	if err != nil || logs.Stream != domain.StreamCombined || text(logs.Entries) != "one\ntwo\n" || logs.Gap != nil {
 		t.Fatalf("Logs = %+v, %v", logs, err)
 	}
-	tail, _ := s.Logs(info.ID, LogQuery{Tail: 1})
+	one := 1
+	tail, _ := s.Logs(info.ID, LogQuery{Tail: &one})
 	since, _ := s.Logs(info.ID, LogQuery{Since: &logs.Entries[0].Sequence})
 	stderr, _ := s.Logs(info.ID, LogQuery{Stream: domain.StreamStderr})
 	if text(tail.Entries) != "two\n" || text(since.Entries) != "two\n" || len(stderr.Entries) != 0 {

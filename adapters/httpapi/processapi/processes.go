@@ -89,10 +89,12 @@ type procResizeInput struct {
 	Body procSize
 }
 
+// procSize is a terminal size; out of 0–65535 is 422, as the reference's
+// unsigned 16-bit fields refuse it.
 type procSize struct {
 	_    struct{} `json:"-" additionalProperties:"true"`
-	Cols int      `json:"cols"`
-	Rows int      `json:"rows"`
+	Cols int      `json:"cols" minimum:"0" maximum:"65535"`
+	Rows int      `json:"rows" minimum:"0" maximum:"65535"`
 }
 
 type procResizeOutput struct{ Body procSize }
@@ -262,7 +264,10 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 			}},
 		},
 	}, route.Act(domain.ActionProcessRead), route.WithHeaders(func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
-		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Tail: in.Tail, Encoding: domain.LogEncoding(in.Encoding)}
+		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Encoding: domain.LogEncoding(in.Encoding)}
+		if in.Request().URL.Query().Has("tail") {
+			q.Tail = &in.Tail // tail=0 is no entries, as the reference answers it
+		}
 		since, err := logsSince(in)
 		if err != nil {
 			return nil, err
@@ -285,14 +290,19 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 			msg := "follow=true only produces text/event-stream"
 			return nil, domain.NotAcceptable(msg)
 		}
-		if q.Tail > 0 {
-			// Start the stream at the last Tail entries.
-			snap, err := svc.Logs(in.ID, q)
+		if q.Tail != nil {
+			// Start the stream at the last Tail entries; with tail=0,
+			// after the last one (live output only).
+			n := max(*q.Tail, 1)
+			snap, err := svc.Logs(in.ID, processes.LogQuery{Stream: q.Stream, Since: q.Since, Tail: &n})
 			if err != nil {
 				return nil, err
 			}
 			if len(snap.Entries) > 0 {
 				after := snap.Entries[0].Sequence - 1
+				if *q.Tail == 0 {
+					after = snap.Entries[0].Sequence
+				}
 				q.Since = &after
 			}
 		}

@@ -60,6 +60,7 @@ const (
 	withLimit                         // details.limitBytes
 	withCount                         // details.limit, a count
 	withMinFree                       // details.minFreeBytes
+	withResource                      // details.id and details.resource, when the error names a resource
 )
 
 // kindInfo is the error table of docs/api.md section 1: status, title, detail
@@ -90,7 +91,7 @@ var kindInfo = map[domain.Kind]struct {
 	domain.KindAgentProcessExited:  {500, "Agent Process Exited", "agent process exited", agentInDetail | withAgent | withStderr | withExitCode, ""},
 	domain.KindStreamError:         {502, "Stream Error", "stream error", msgInDetail | withMessage, ""},
 	domain.KindTimeout:             {504, "Timeout", "timeout", withMessage, ""},
-	domain.KindNotFound:            {404, "Not Found", "not found", msgInDetail, ""},
+	domain.KindNotFound:            {404, "Not Found", "not found", msgInDetail | withResource, ""},
 	domain.KindTooManyInstances:    {429, "Too Many Instances", "too many instances", msgInDetail | withMessage | withCount, "5"},
 	domain.KindOverloaded:          {503, "Overloaded", "overloaded", msgInDetail | withMessage | withLimit, "1"},
 	domain.KindTooManyRequests:     {429, "Too Many Requests", "too many requests", msgInDetail | withMessage | withCount, "1"},
@@ -194,10 +195,22 @@ func wireProblem(e *domain.Error, status int, title, prefix string, sh shape) *P
 	if sh&withMinFree != 0 {
 		details["minFreeBytes"] = e.MinFreeBytes
 	}
+	if sh&withResource != 0 && e.Resource != "" {
+		details["id"] = e.ID
+		details["resource"] = e.Resource
+	}
 	if len(details) > 0 {
 		p.Details = details
 	}
 	return p
+}
+
+// EndpointNotFound is the answer to a path no route serves, as the
+// reference words it: kind invalid_request, but titled "Not Found" and
+// without the kind's detail prefix. The SDK makes a problem's title its
+// error's message, so a client sees "Not Found" from either server.
+func EndpointNotFound() *Problem {
+	return &Problem{Type: "urn:sandbox-agent:error:" + string(domain.KindInvalidRequest), Title: "Not Found", Status: http.StatusNotFound, Detail: "endpoint not found"}
 }
 
 // Invalid is a shorthand for a 400 invalid_request problem.
@@ -252,6 +265,12 @@ func humaError(ctx context.Context, status int, msg string, errs ...error) huma.
 			break
 		}
 		parts = append(parts, errorPart(e))
+	}
+	if status == http.StatusUnprocessableEntity && inParameters(errs) {
+		// A query or path parameter that does not parse is 400, as the
+		// reference answers it (its query extractor refuses the request
+		// before any body is read); 422 stays for bodies.
+		status = http.StatusBadRequest
 	}
 	detail := msg
 	if len(parts) > 0 {
@@ -317,6 +336,24 @@ func errorPart(e error) string {
 		v = v[:cut] + "…"
 	}
 	return fmt.Sprintf("%s (%s: %s)", ed.Message, ed.Location, v)
+}
+
+// inParameters reports whether huma refused a parameter of the request
+// (query, path, header, cookie) rather than its body.
+func inParameters(errs []error) bool {
+	for _, e := range errs {
+		var d huma.ErrorDetailer
+		if e == nil || !errors.As(e, &d) {
+			continue
+		}
+		loc := d.ErrorDetail().Location
+		for _, p := range [...]string{"query.", "path.", "header.", "cookie."} {
+			if strings.HasPrefix(loc, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // countErrs is how many of errs are errors.

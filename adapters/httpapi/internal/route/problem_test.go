@@ -64,6 +64,9 @@ func TestProblemForKinds(t *testing.T) {
 			`{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`},
 		{domain.NotFound("process proc_7"), 404, "Not Found",
 			`{"type":"urn:sandbox-agent:error:not_found","title":"Not Found","status":404,"detail":"not found: process proc_7"}`},
+		// A process, as the reference names it in details.
+		{domain.ResourceNotFound("process", "proc_7"), 404, "Not Found",
+			`{"type":"urn:sandbox-agent:error:not_found","title":"Not Found","status":404,"detail":"not found: process proc_7","details":{"id":"proc_7","resource":"process"}}`},
 		// As the processes service sends it: the message and the cap.
 		{domain.TooManyRequests("64 processes are alive", 64), 429, "Too Many Requests",
 			`{"type":"urn:sandbox-agent:error:too_many_requests","title":"Too Many Requests","status":429,"detail":"too many requests: 64 processes are alive","details":{"limit":64,"message":"64 processes are alive"}}`},
