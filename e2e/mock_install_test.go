@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,13 +18,14 @@ const readmeFirstCurl = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":
 // binary the way a `go run` build disappears.
 func copyBinary(t *testing.T, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile(harness.Binary)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Copied by cp, not written from this process: a test running in
+	// parallel that forks while this process holds the new file open for
+	// writing gives its child a copy of that descriptor until the child
+	// execs, and executing the file meanwhile fails with "text file busy"
+	// (ETXTBSY; golang/go#22315). cp's descriptor is cp's alone.
 	p := filepath.Join(dir, "sandbox-agent")
-	if err := os.WriteFile(p, b, 0o755); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("cp", harness.Binary, p).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
 	}
 	return p
 }
