@@ -93,6 +93,7 @@ const (
 	forkCtty                       // fd 0 becomes the controlling terminal (with forkSetsid)
 	forkCred                       // setgroups, setresgid, setresuid
 	forkNofile                     // restore the soft RLIMIT_NOFILE
+	forkNproc                      // lower RLIMIT_NPROC (childNproc)
 	forkNoChildrenFile             // find children by scanning /proc (no children files; tests)
 	forkSlowKill                   // pause between reading the children and killing them (tests)
 
@@ -164,6 +165,7 @@ type forkSpec struct {
 	gid     uintptr
 	flags   uintptr
 	nofile  [2]uint64 // soft and hard RLIMIT_NOFILE for the leader (forkNofile)
+	nproc   [2]uint64 // soft and hard RLIMIT_NPROC for the leader (forkNproc)
 	// src are the supervisor's descriptors to move to subNull...subErr.
 	src [subSlots]int32
 	// maxFD bounds the descriptors to close where close_range is missing.
@@ -714,6 +716,11 @@ func leaderExec(s *forkSpec) {
 		sig   uintptr
 		stage int32
 	)
+	// Before the credentials: setresuid compares the new user's
+	// processes with this limit, and execve fails (EAGAIN) past it.
+	if s.flags&forkNproc != 0 {
+		syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&s.nproc)), 0, 0, 0)
+	}
 	stage = stageSession
 	if s.flags&forkSetsid != 0 {
 		_, _, e = syscall.RawSyscall6(syscall.SYS_SETSID, 0, 0, 0, 0, 0, 0)

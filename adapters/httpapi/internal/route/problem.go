@@ -61,6 +61,7 @@ const (
 	withCount                         // details.limit, a count
 	withMinFree                       // details.minFreeBytes
 	withResource                      // details.id and details.resource, when the error names a resource
+	withExhausted                     // details.resource and details.limit (when known) in place of details.limitBytes, when the error names what ran out
 )
 
 // kindInfo is the error table of docs/api.md section 1: status, title, detail
@@ -93,7 +94,7 @@ var kindInfo = map[domain.Kind]struct {
 	domain.KindTimeout:             {504, "Timeout", "timeout", withMessage, ""},
 	domain.KindNotFound:            {404, "Not Found", "not found", msgInDetail | withResource, ""},
 	domain.KindTooManyInstances:    {429, "Too Many Instances", "too many instances", msgInDetail | withMessage | withCount, "5"},
-	domain.KindOverloaded:          {503, "Overloaded", "overloaded", msgInDetail | withMessage | withLimit, "1"},
+	domain.KindOverloaded:          {503, "Overloaded", "overloaded", msgInDetail | withMessage | withLimit | withExhausted, "1"},
 	domain.KindTooManyRequests:     {429, "Too Many Requests", "too many requests", msgInDetail | withMessage | withCount, "1"},
 	domain.KindInsufficientStorage: {507, "Insufficient Storage", "insufficient storage", msgInDetail | withMinFree, ""},
 }
@@ -186,8 +187,15 @@ func wireProblem(e *domain.Error, status int, title, prefix string, sh shape) *P
 			details["exitCode"] = nil
 		}
 	}
-	if sh&withLimit != 0 {
+	exhausted := sh&withExhausted != 0 && e.Resource != ""
+	if sh&withLimit != 0 && !exhausted {
 		details["limitBytes"] = e.LimitBytes
+	}
+	if exhausted {
+		details["resource"] = e.Resource
+		if e.Limit > 0 {
+			details["limit"] = e.Limit
+		}
 	}
 	if sh&withCount != 0 {
 		details["limit"] = e.Limit

@@ -60,6 +60,11 @@ func TestProblemForKinds(t *testing.T) {
 			`{"type":"urn:sandbox-agent:error:too_many_instances","title":"Too Many Instances","status":429,"detail":"too many instances: limit","details":{"limit":2,"message":"limit"}}`},
 		{domain.Overloaded("busy", 10), 503, "Overloaded",
 			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: busy","details":{"limitBytes":10,"message":"busy"}}`},
+		// A resource of the system that ran out: which one, and its limit.
+		{domain.Exhausted(domain.ResourceFileDescriptors, 64, "out of file descriptors"), 503, "Overloaded",
+			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: out of file descriptors","details":{"limit":64,"message":"out of file descriptors","resource":"file_descriptors"}}`},
+		{domain.Exhausted(domain.ResourceProcesses, 0, "out of processes"), 503, "Overloaded",
+			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: out of processes","details":{"message":"out of processes","resource":"processes"}}`},
 		{domain.Timeout("timed out waiting for agent response"), 504, "Timeout",
 			`{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`},
 		{domain.NotFound("process proc_7"), 404, "Not Found",
