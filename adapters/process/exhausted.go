@@ -42,12 +42,9 @@ func exhausted(what string, err error) *domain.Error {
 		return exhaustedError(domain.ResourceFileDescriptors, 0,
 			"cannot start the "+what+": the system is out of file descriptors (fs.file-max)", err)
 	case errors.Is(err, syscall.EAGAIN):
-		msg := "cannot start the " + what + ": the limit on processes is reached (RLIMIT_NPROC of the user it runs as"
-		if limit := rlimit(unix.RLIMIT_NPROC); limit > 0 {
-			msg += ", " + strconv.Itoa(limit) + " for the daemon's"
-		}
-		msg += ", or the sandbox's pids limit); stop processes or agents, or retry later"
-		return exhaustedError(domain.ResourceProcesses, 0, msg, err)
+		return exhaustedError(domain.ResourceProcesses, 0, "cannot start the "+what+": the limit on processes is reached "+
+			"(RLIMIT_NPROC of the user it runs as, less what the daemon keeps for its own threads, or the sandbox's pids limit); "+
+			"stop processes or agents, or retry later", err)
 	case errors.Is(err, syscall.ENOMEM):
 		return exhaustedError(domain.ResourceMemory, 0,
 			"cannot start the "+what+": the system is out of memory", err)
