@@ -393,7 +393,8 @@ func humaLimit(msg string) (int64, bool) {
 // WithHeaders maps a handler's error to its problem inside the handler, for
 // the kinds whose problem carries headers (Retry-After): huma takes response
 // headers only from the error a handler returns, not from the one its error
-// hook makes of it.
+// hook makes of it. Register wraps every operation in it (it used to be
+// opt-in, and the process routes' 429 and 503 went without Retry-After).
 func WithHeaders[I, O any](h func(context.Context, *I) (O, error)) func(context.Context, *I) (O, error) {
 	return func(ctx context.Context, in *I) (O, error) {
 		out, err := h(ctx, in)
