@@ -99,6 +99,8 @@ func kindStatus(k domain.Kind) int {
 		return http.StatusGatewayTimeout
 	case domain.KindPermissionDenied:
 		return http.StatusForbidden
+	case domain.KindInsufficientStorage:
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }
