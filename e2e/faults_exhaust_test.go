@@ -448,3 +448,134 @@ func TestFaultHugeLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+// smallTmpfs mounts a tmpfs of size bytes on a fresh directory, or skips
+// the test, saying why, where mounting is not allowed (not root, no
+// CAP_SYS_ADMIN). It is unmounted at cleanup, after the daemons started
+// later have stopped (cleanups run last first).
+func smallTmpfs(t *testing.T, size int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+strconv.Itoa(size), "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes a file into dir until its filesystem is full; it
+// returns the file, to be removed to free the space.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return p
+		}
+	}
+}
+
+// Full disks. The replay spool (--replay-dir on a 1 MiB tmpfs) with an
+// agent writing 3 MB of events: the file fails, the instance keeps its
+// replay in memory, and a reader from the start gets every event, no gap.
+// The OpenCode sessions database on a full disk: creating a session is
+// 507 saying the database is full (it was a 500 "internal error"), a turn
+// still runs and ends with an error saying the database lacks part of it
+// (it used to finish clean over parts no listing would show), and once
+// space is freed sessions are made again. An upload onto the full disk is
+// 507 too (--min-free).
+func TestFaultDiskFull(t *testing.T) {
+	spool := smallTmpfs(t, 1<<20)
+	dbDisk := smallTmpfs(t, 512<<10)
+	home := t.TempDir()
+	state := filepath.Join(home, "testagent")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := harness.Start(t, harness.Options{Home: home, Args: harness.WithTestAgent(t, "--replay-dir", spool,
+		"--opencode-db", filepath.Join(dbDisk, "opencode.db"), "--log-level", "info")})
+
+	// The replay spool.
+	if st, b := d.Post("/v1/acp/r?agent=test", initMsg); st != 200 {
+		t.Fatalf("bootstrap: %d %s", st, b)
+	}
+	const events = 300
+	if st, b := d.Post("/v1/acp/r", fmt.Sprintf(`{"jsonrpc":"2.0","method":"bigline","params":{"n":10000,"count":%d}}`, events)); st != 202 {
+		t.Fatalf("bigline: %d %s", st, b)
+	}
+	harness.Eventually(t, 20*time.Second, "the spool's warning", func() bool {
+		return strings.Contains(d.Logs(), "replay spill file failed")
+	})
+	s := d.Stream("/v1/acp/r")
+	got := 0
+	for got < events {
+		ev := s.NextWithin(t, 20*time.Second)
+		if strings.Contains(ev.Data, "replay_gap") {
+			t.Fatalf("a gap after %d events with the spool's disk full: %s", got, ev.Data)
+		}
+		if strings.Contains(ev.Data, `"method":"big"`) {
+			got++
+		}
+	}
+	s.Close()
+
+	// The sessions database.
+	var ses struct{ ID string }
+	if st, b := d.JSONDo("POST", "/opencode/session", map[string]any{}, &ses); st != 200 {
+		t.Fatalf("create: %d %s", st, b)
+	}
+	filler := fillDisk(t, dbDisk)
+	st, _, b := d.Do("POST", "/opencode/session", []byte(`{}`), "Content-Type", "application/json")
+	if st != 507 || !strings.Contains(string(b), "sessions database is full") {
+		t.Fatalf("create on a full disk: %d %s", st, b)
+	}
+	var m struct {
+		Info struct {
+			Error *struct {
+				Name string
+				Data struct{ Message string }
+			}
+		}
+	}
+	body := map[string]any{"model": map[string]string{"providerID": "mock", "modelID": "default"}, "parts": []any{map[string]string{"type": "text", "text": "hello"}}}
+	if st, b := d.JSONDo("POST", "/opencode/session/"+ses.ID+"/message", body, &m); st != 200 {
+		t.Fatalf("prompt on a full disk: %d %s", st, b)
+	} else if m.Info.Error == nil || !strings.Contains(m.Info.Error.Data.Message, "sessions database") {
+		t.Fatalf("a turn the database could not keep ended without saying so: %s", b)
+	}
+	st, _, b = d.Do("PUT", "/v1/fs/file?path="+filepath.Join(dbDisk, "upload"), []byte("x"))
+	if st != 507 {
+		t.Fatalf("upload onto a full disk: %d %s", st, b)
+	}
+
+	// Space again: sessions are made, turns end clean.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := d.JSONDo("POST", "/opencode/session", map[string]any{}, &ses); st != 200 {
+		t.Fatalf("create once space is freed: %d %s", st, b)
+	}
+	m.Info.Error = nil
+	if st, b := d.JSONDo("POST", "/opencode/session/"+ses.ID+"/message", body, &m); st != 200 || m.Info.Error != nil {
+		t.Fatalf("prompt once space is freed: %d %s", st, b)
+	}
+	if st, _, _ := d.Do("GET", "/v1/health", nil); st != 200 {
+		t.Fatalf("health: %d", st)
+	}
+}
