@@ -499,7 +499,7 @@ func fillDisk(t *testing.T, dir string) string {
 // still runs and ends with an error saying the database lacks part of it
 // (it used to finish clean over parts no listing would show), and once
 // space is freed sessions are made again. An upload onto the full disk is
-// 507 too (--min-free).
+// 507 too, also with --min-free 0 (it was 502).
 func TestFaultDiskFull(t *testing.T) {
 	spool := smallTmpfs(t, 1<<20)
 	dbDisk := smallTmpfs(t, 512<<10)
@@ -509,7 +509,7 @@ func TestFaultDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := harness.Start(t, harness.Options{Home: home, Args: harness.WithTestAgent(t, "--replay-dir", spool,
-		"--opencode-db", filepath.Join(dbDisk, "opencode.db"), "--log-level", "info")})
+		"--opencode-db", filepath.Join(dbDisk, "opencode.db"), "--min-free", "0", "--log-level", "info")})
 
 	// The replay spool.
 	if st, b := d.Post("/v1/acp/r?agent=test", initMsg); st != 200 {
@@ -559,9 +559,15 @@ func TestFaultDiskFull(t *testing.T) {
 	} else if m.Info.Error == nil || !strings.Contains(m.Info.Error.Data.Message, "sessions database") {
 		t.Fatalf("a turn the database could not keep ended without saying so: %s", b)
 	}
-	st, _, b = d.Do("PUT", "/v1/fs/file?path="+filepath.Join(dbDisk, "upload"), []byte("x"))
-	if st != 507 {
+	// With --min-free 0 the write itself fails: 507 all the same (it was
+	// 502 "no space left on device"), and nothing is left.
+	upload := filepath.Join(dbDisk, "upload")
+	st, _, b = d.Do("PUT", "/v1/fs/file?path="+upload, bytes.Repeat([]byte("x"), 256<<10))
+	if st != 507 || !strings.Contains(string(b), "the disk is full") {
 		t.Fatalf("upload onto a full disk: %d %s", st, b)
+	}
+	if _, err := os.Stat(upload); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused upload left %s: %v", upload, err)
 	}
 
 	// Space again: sessions are made, turns end clean.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -122,6 +123,9 @@ func ProblemFor(ctx context.Context, err error) *Problem {
 		return p
 	}
 	if e, ok := domain.AsError(err); ok {
+		if e.Kind == domain.KindStreamError {
+			e = shortage(e)
+		}
 		if info, known := kindInfo[e.Kind]; known {
 			status := info.status
 			if e.PolicyStatus != 0 {
@@ -147,6 +151,24 @@ func ProblemFor(ctx context.Context, err error) *Problem {
 	}
 	Logger(ctx).Error("internal error", "err", err)
 	return &Problem{Type: "urn:sandbox-agent:error:internal", Title: "Internal Server Error", Status: 500, Detail: "internal error"}
+}
+
+// shortage is a stream_error (the kind of an I/O failure nothing else
+// names) whose cause is a resource of the system that ran out, as the
+// client can act on it: a full disk (ENOSPC, EDQUOT: with --min-free 0, or
+// a disk filled by someone else meanwhile) is 507 insufficient_storage, a
+// full descriptor table (EMFILE, ENFILE: a file opened for a listing or a
+// download) 503 overloaded naming it. They were 502 with the bare errno.
+// Anything else stays as it is.
+func shortage(e *domain.Error) *domain.Error {
+	switch {
+	case errors.Is(e.Err, syscall.ENOSPC), errors.Is(e.Err, syscall.EDQUOT):
+		return domain.InsufficientStorage(0, "the disk is full: %s", e.Msg).Because(e.Err)
+	case errors.Is(e.Err, syscall.EMFILE), errors.Is(e.Err, syscall.ENFILE):
+		return domain.Exhausted(domain.ResourceFileDescriptors, 0,
+			"the daemon is out of file descriptors: "+e.Msg+"; retry later, or close event streams, processes or agents").Because(e.Err)
+	}
+	return e
 }
 
 // wireProblem lays e out as its kind's shape says.

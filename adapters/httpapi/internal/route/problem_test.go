@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -110,6 +112,29 @@ func TestProblemForKinds(t *testing.T) {
 	for k := range kindInfo {
 		if !seen[k] {
 			t.Errorf("kind %s has no row here", k)
+		}
+	}
+}
+
+// A stream_error caused by a full disk or a full descriptor table says
+// so, with the status a client can act on; other causes stay 502.
+func TestProblemForShortages(t *testing.T) {
+	cause := func(errno syscall.Errno) error {
+		return domain.StreamError(errno.Error()).Because(&fs.PathError{Op: "write", Path: "/x", Err: errno})
+	}
+	for _, c := range []struct {
+		err    error
+		status int
+		has    string
+	}{
+		{cause(syscall.ENOSPC), 507, `"type":"urn:sandbox-agent:error:insufficient_storage"`},
+		{cause(syscall.EDQUOT), 507, `the disk is full`},
+		{cause(syscall.EMFILE), 503, `"resource":"file_descriptors"`},
+		{cause(syscall.EACCES), 502, `"type":"urn:sandbox-agent:error:stream_error"`},
+	} {
+		p := ProblemFor(context.Background(), c.err)
+		if p.Status != c.status || !strings.Contains(string(p.Body()), c.has) {
+			t.Errorf("%v: %d %s", c.err, p.Status, p.Body())
 		}
 	}
 }
