@@ -39,7 +39,8 @@ const (
 	// KindTooManyInstances (429): --max-instances agents are live.
 	KindTooManyInstances Kind = "too_many_instances"
 	// KindOverloaded (503): a daemon-wide memory budget is spent
-	// (--inflight-bytes).
+	// (--inflight-bytes), or a resource of the system ran out (file
+	// descriptors, processes, memory: Exhausted).
 	KindOverloaded Kind = "overloaded"
 	// KindInsufficientStorage is a write that would leave less than
 	// --min-free on its filesystem (507).
@@ -71,7 +72,8 @@ type Error struct {
 	// MinFreeBytes is the free space a refused write would have eaten into.
 	MinFreeBytes int64
 	// Resource and ID name an unknown resource of a not_found (a process
-	// and its id; empty for a filesystem path).
+	// and its id; empty for a filesystem path), or, for an overloaded
+	// error, the system resource that ran out (Exhausted).
 	Resource, ID string
 	// PolicyStatus is the status an auth policy's deny chose
 	// (Decision.Status): a fact of the policy's answer, which the HTTP
@@ -236,6 +238,22 @@ func TooManyInstances(msg string, limit int) *Error {
 // Overloaded is a daemon-wide memory budget of limit bytes spent.
 func Overloaded(msg string, limit int64) *Error {
 	return &Error{Kind: KindOverloaded, Msg: msg, LimitBytes: limit}
+}
+
+// The system resources a start can run out of (Exhausted's resource,
+// details.resource on the wire).
+const (
+	ResourceFileDescriptors = "file_descriptors"
+	ResourceProcesses       = "processes"
+	ResourceMemory          = "memory"
+)
+
+// Exhausted is a resource of the system that ran out (one of the
+// Resource* names), an overloaded error: it frees up as streams close and
+// agents or processes exit. limit is the count in force when known (the
+// open-file limit), else 0; msg says what failed and what to do.
+func Exhausted(resource string, limit int, msg string) *Error {
+	return &Error{Kind: KindOverloaded, Msg: msg, Resource: resource, Limit: limit}
 }
 
 // Timeout is a wait that ran out.

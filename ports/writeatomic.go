@@ -13,8 +13,8 @@ import (
 // directory (named after pattern, as afero.TempFile names it), the file
 // gets perm, check (when set) may inspect the complete file by its name
 // (an installer runs a launcher there before it counts), and only then is
-// it renamed over dst. On any failure the temporary file is removed and
-// dst is untouched.
+// it renamed over dst. On any failure (a panic in write included) the
+// temporary file is closed and removed and dst is untouched.
 //
 // It lives beside the ports because the filesystem port is afero.Fs
 // itself: every use case that writes a file (uploads, config entries,
@@ -25,7 +25,17 @@ func WriteAtomic(fsys afero.Fs, dst, pattern string, perm fs.FileMode, write fun
 		return err
 	}
 	name := tmp.Name()
+	closed := false
+	defer func() {
+		// Also when write panics (a recovered handler): the descriptor
+		// and the file would be left behind.
+		if !closed {
+			_ = tmp.Close()
+			_ = fsys.Remove(name)
+		}
+	}()
 	err = write(tmp)
+	closed = true
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

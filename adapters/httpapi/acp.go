@@ -69,7 +69,7 @@ func registerACP(api huma.API, cfg *Config) {
 				}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, describeACPPost, route.WithHeaders(func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
+	}, describeACPPost, func(ctx context.Context, in *acpPostInput) (*huma.StreamResponse, error) {
 		body, charged, err := route.ACPPostBody(in.Request(), cfg.MaxACPBody, cfg.env.Budget)
 		// The body counts against the budget until the POST is answered:
 		// it is held while it waits for the agent's stdin, and its id
@@ -113,7 +113,7 @@ func registerACP(api huma.API, cfg *Config) {
 			}
 		}
 		return resp, nil
-	}))
+	})
 
 	route.DocumentBody(api, "/v1/acp/{server_id}", http.MethodPost, "application/json", route.JSONObject)
 

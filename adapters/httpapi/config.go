@@ -122,7 +122,7 @@ func registerConfigKind[I any, PI interface {
 		OperationID: "get_v1_config_" + k.name, Method: http.MethodGet, Path: path,
 		Summary: "Read one " + k.noun + " entry of a directory", Tags: configTags, Security: route.Bearer,
 		Errors: []int{http.StatusNotFound},
-	}, route.OnDirectory(domain.ActionConfigRead), route.WithHeaders(func(ctx context.Context, in *I) (*configOutput[B], error) {
+	}, route.OnDirectory(domain.ActionConfigRead), func(ctx context.Context, in *I) (*configOutput[B], error) {
 		_, dir, name := PI(in).query()
 		if err := route.Hold(ctx, configReadCost*k.size(dir, k.file)); err != nil {
 			return nil, err
@@ -132,7 +132,7 @@ func registerConfigKind[I any, PI interface {
 			return nil, err
 		}
 		return &configOutput[B]{Body: k.body(v)}, nil
-	}))
+	})
 
 	route.Register(api, huma.Operation{
 		OperationID: "put_v1_config_" + k.name, Method: http.MethodPut, Path: path,
@@ -141,7 +141,7 @@ func registerConfigKind[I any, PI interface {
 		Tags:        configTags, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
 		RequestBody:   route.RawBody("application/json"),
-	}, route.OnDirectory(domain.ActionConfigWrite), route.WithHeaders(func(ctx context.Context, in *I) (*struct{}, error) {
+	}, route.OnDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
 		r, dir, name := PI(in).query()
 		if err := k.check(dir, name); err != nil {
 			return nil, err
@@ -159,20 +159,20 @@ func registerConfigKind[I any, PI interface {
 			return nil, configParseError(err)
 		}
 		return nil, k.set(ctx, dir, name, v)
-	}))
+	})
 	route.DocumentBody(api, path, http.MethodPut, "application/json", k.schema)
 
 	route.Register(api, huma.Operation{
 		OperationID: "delete_v1_config_" + k.name, Method: http.MethodDelete, Path: path,
 		Summary: "Delete one " + k.noun + " entry of a directory (idempotent)", Tags: configTags, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
-	}, route.OnDirectory(domain.ActionConfigWrite), route.WithHeaders(func(ctx context.Context, in *I) (*struct{}, error) {
+	}, route.OnDirectory(domain.ActionConfigWrite), func(ctx context.Context, in *I) (*struct{}, error) {
 		_, dir, name := PI(in).query()
 		if err := route.Hold(ctx, configReadCost*k.size(dir, k.file)); err != nil {
 			return nil, err
 		}
 		return nil, k.del(ctx, dir, name)
-	}))
+	})
 }
 
 // configBody checks the media type and reads a config entry body, charged

@@ -133,7 +133,7 @@ func registerFS(api huma.API, cfg *Config) {
 		Responses: map[string]*huma.Response{
 			"200": {Description: "OK", Content: map[string]*huma.MediaType{"application/json": {Schema: entriesSchema(api)}}},
 		},
-	}, route.OnPath(domain.ActionFSRead), route.WithHeaders(func(ctx context.Context, in *fsPathInput) (*huma.StreamResponse, error) {
+	}, route.OnPath(domain.ActionFSRead), func(ctx context.Context, in *fsPathInput) (*huma.StreamResponse, error) {
 		l, err := files.OpenListing(ctx, cmp.Or(in.Path, "."), func(n int) error {
 			return route.Hold(ctx, listingEntryCost*int64(n))
 		})
@@ -153,7 +153,7 @@ func registerFS(api huma.API, cfg *Config) {
 				panic(http.ErrAbortHandler)
 			}
 		}}, nil
-	}))
+	})
 
 	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",

@@ -221,3 +221,22 @@ func TestProcessLogsCharged(t *testing.T) {
 		t.Errorf("%d bytes still charged after the answer", u)
 	}
 }
+
+// Every operation's refusals that mean "not now" carry Retry-After, not
+// only those of the routes that asked for it: a process start refused for
+// want of descriptors (503) or past the live cap (429) had none.
+func TestRetryAfterOnEveryOperation(t *testing.T) {
+	svc := processes.New(&porttest.FakeStarter{StartErr: func(domain.ProcessSpec) error {
+		return domain.Exhausted(domain.ResourceFileDescriptors, 64, "out of file descriptors")
+	}}, processes.Options{})
+	cfg := Config{Processes: svc, InflightBytes: 1 << 20}
+	cfg.fill()
+	srv := httptest.NewServer(New(cfg))
+	defer srv.Close()
+	for _, path := range []string{"/v1/processes", "/v1/processes/run"} {
+		resp, body := doHTTP(t, "POST", srv.URL+path, `{"command":"x"}`, map[string]string{"Content-Type": "application/json"})
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), `"resource":"file_descriptors"`) {
+			t.Errorf("%s: %d, Retry-After %q, %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+}

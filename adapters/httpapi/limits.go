@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
@@ -101,9 +102,19 @@ func (l *ConnLimit) take() bool {
 
 func (l *ConnLimit) release() { l.open.Add(-1) }
 
-// Listener caps the connections ln accepts.
+// Listener caps the connections ln accepts. It also keeps one descriptor
+// in reserve (an open /dev/null) for when the process runs out of them:
+// accept then fails with EMFILE, and the connection would wait in the
+// kernel's queue, its client hanging, until some descriptor is closed.
+// Instead the reserve is closed, the connection accepted in its place,
+// answered 503 overloaded naming what ran out, and closed; then the
+// reserve is opened again (once a descriptor is free: until then accept
+// fails as before and net/http retries it with a growing pause, up to a
+// second, so a full table never spins a CPU).
 func (l *ConnLimit) Listener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, l: l}
+	ll := &limitListener{Listener: ln, l: l, nofile: openFileLimit()}
+	ll.reserve.restore()
+	return ll
 }
 
 // Streams counts each HTTP/2 request (a stream) being served against the
@@ -132,20 +143,132 @@ func LimitListener(ln net.Listener, max int) net.Listener {
 
 type limitListener struct {
 	net.Listener
-	l *ConnLimit
+	l       *ConnLimit
+	reserve fdReserve
+	nofile  int // the open-file limit, for the 503's message (0: unknown)
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			if !outOfFDs(err) {
+				return nil, err
+			}
+			// The reserve makes room for this one connection, which is
+			// told why; without a reserve (not reopened yet) the error
+			// goes to net/http, which retries after a pause.
+			if !l.reserve.release() {
+				return nil, err
+			}
+			c, err = l.Listener.Accept()
+			if err != nil {
+				l.reserve.restore()
+				return nil, err
+			}
+			go func() {
+				refuseConn(c, fdProblem(l.nofile), reserveLinger)
+				l.reserve.restore()
+			}()
+			continue
 		}
 		if l.l.take() {
 			return &limitConn{Conn: c, l: l.l}, nil
 		}
-		go refuseConn(c, l.l.max)
+		go refuseConn(c, connLimitProblem(l.l.max), time.Second)
 	}
+}
+
+// Close closes the listener and the reserve.
+func (l *limitListener) Close() error {
+	l.reserve.mu.Lock()
+	if l.reserve.f != nil {
+		l.reserve.f.Close()
+		l.reserve.f = nil
+	}
+	l.reserve.closed = true
+	l.reserve.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// reserveLinger is how long a connection answered on the descriptor
+// reserve is drained before it is closed: the request it sent is read
+// (closing with unread bytes would reset the connection, and the client
+// could lose the answer), and a client that reads the answer and closes
+// ends it sooner.
+const reserveLinger = 100 * time.Millisecond
+
+// outOfFDs reports whether err is the process's (EMFILE) or the system's
+// (ENFILE) descriptor table being full.
+func outOfFDs(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// fdReserve is the descriptor limitListener keeps for answering a
+// connection when the table is full. Accept runs on one goroutine, the
+// refusal that gives the reserve back on another: hence the lock.
+type fdReserve struct {
+	mu     sync.Mutex
+	f      *os.File
+	closed bool // the listener is closed: never reopened
+}
+
+// release closes the reserve, reporting whether there was one.
+func (r *fdReserve) release() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil && !r.closed {
+		r.f = r.reopen()
+	}
+	if r.f == nil {
+		return false
+	}
+	r.f.Close()
+	r.f = nil
+	return true
+}
+
+// restore opens the reserve again if it is not open (it stays closed
+// while the table is still full).
+func (r *fdReserve) restore() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil && !r.closed {
+		r.f = r.reopen()
+	}
+}
+
+func (r *fdReserve) reopen() *os.File {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// openFileLimit is the process's open-file limit (0 when unknown).
+func openFileLimit() int {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil || rl.Cur > 1<<31 {
+		return 0
+	}
+	return int(rl.Cur)
+}
+
+// fdProblem is the 503 of a connection accepted on the reserve: the
+// daemon is out of file descriptors.
+func fdProblem(nofile int) *Problem {
+	msg := "the daemon is out of file descriptors"
+	if nofile > 0 {
+		msg += " (its open-file limit is " + strconv.Itoa(nofile) + ")"
+	}
+	msg += "; retry later, or close event streams, processes or agents"
+	p := &Problem{Type: "urn:sandbox-agent:error:overloaded", Title: "Overloaded", Status: 503, Detail: "overloaded: " + msg,
+		Details: map[string]any{"message": msg, "resource": domain.ResourceFileDescriptors}}
+	if nofile > 0 {
+		p.Details["limit"] = nofile
+	}
+	return p
 }
 
 // connLimitProblem is the 503 of --max-conns (a connection or an HTTP/2
@@ -156,12 +279,19 @@ func connLimitProblem(max int64) *Problem {
 		Details: map[string]any{"message": msg}}
 }
 
-// refuseConn writes a 503 to a connection over the cap and closes it after
-// a short drain, so the client reads the answer instead of a reset.
-func refuseConn(c net.Conn, max int64) {
+// refuseConn writes a 503 problem to a connection the daemon will not
+// serve (over the cap, or accepted on the descriptor reserve) and closes
+// it after a short drain, so the client reads the answer instead of a
+// reset.
+//
+// linger bounds the whole: a second for a connection over the cap (each
+// has a goroutine of its own); less for one accepted on the descriptor
+// reserve, which holds the reserve until it is closed, so the next
+// queued connection waits for it.
+func refuseConn(c net.Conn, p *Problem, linger time.Duration) {
 	defer c.Close()
-	body := connLimitProblem(max).Body()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
+	body := p.Body()
+	_ = c.SetDeadline(time.Now().Add(linger))
 	_, err := c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"path"
@@ -98,6 +99,8 @@ func kindStatus(k domain.Kind) int {
 		return http.StatusGatewayTimeout
 	case domain.KindPermissionDenied:
 		return http.StatusForbidden
+	case domain.KindInsufficientStorage:
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }
@@ -140,6 +143,14 @@ func writeRaw(w http.ResponseWriter, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// plusOne is n+1, or n when that would wrap (a MaxBody of MaxInt64).
+func plusOne(n int64) int64 {
+	if n == math.MaxInt64 {
+		return n
+	}
+	return n + 1
+}
+
 // readJSON decodes a request body into v. The body is bounded by MaxBody
 // and, with every other body being read, by InflightBytes; the bytes are
 // given back when release is called (the caller defers it, or hands it
@@ -160,9 +171,9 @@ func (a *Adapter) readJSON(r *http.Request, v any) (release func(), err error) {
 		a.inflight.Give(held)
 		held = 0
 	}
-	ceiling, first := a.cfg.MaxBody+1, int64(512)
+	ceiling, first := plusOne(a.cfg.MaxBody), int64(512)
 	if r.ContentLength >= 0 {
-		ceiling, first = r.ContentLength+1, min(r.ContentLength+1, 64<<10)
+		ceiling, first = plusOne(r.ContentLength), min(plusOne(r.ContentLength), 64<<10)
 	}
 	var buf []byte
 	for {

@@ -20,20 +20,24 @@ const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // idGen makes ids; one per adapter (its counter is per millisecond).
 type idGen struct {
-	mu      sync.Mutex
-	lastMs  int64
-	counter int64
-	now     func() time.Time
+	mu   sync.Mutex
+	last int64 // the last milliseconds*4096 + counter given
+	now  func() time.Time
 }
 
+// next never repeats or goes back: a wall clock stepped back (NTP, a
+// host's clock set by hand) would otherwise give a new message an id that
+// sorts before the ones already made, and clients, which order messages
+// and parts by id, would show the conversation out of order. Past the
+// last id it counts on from it until the clock catches up.
 func (g *idGen) next(prefix string, descending bool) string {
 	g.mu.Lock()
-	ms := g.now().UnixMilli()
-	if ms != g.lastMs {
-		g.lastMs, g.counter = ms, 0
+	t := g.now().UnixMilli()*0x1000 + 1
+	if t <= g.last {
+		t = g.last + 1
 	}
-	g.counter++
-	v := uint64(ms*0x1000+g.counter) & (1<<48 - 1)
+	g.last = t
+	v := uint64(t) & (1<<48 - 1)
 	g.mu.Unlock()
 	if descending {
 		v = ^v & (1<<48 - 1)

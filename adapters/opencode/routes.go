@@ -362,12 +362,17 @@ func (a *Adapter) answerTurn(w http.ResponseWriter, r *http.Request, s *session,
 		msg = t.user
 	}
 	s.mu.Lock()
-	gone := s.gone
+	gone, lost := s.gone, t.lost
 	s.mu.Unlock()
 	if !gone {
 		m, ok, err := a.store.message(r.Context(), s.id, msg.ID)
 		if err != nil {
 			return err
+		}
+		if !ok && lost != nil && msg == t.asst {
+			// The database refused the turn's writes (a full disk): the
+			// answer is the message as it ran, its error saying so.
+			m, ok = s.asstInMemory(t)
 		}
 		if ok {
 			writeRaw(w, appendMessage(nil, m))
@@ -375,6 +380,24 @@ func (a *Adapter) answerTurn(w http.ResponseWriter, r *http.Request, s *session,
 		}
 	}
 	return errNotFound("Session not found: " + s.id + " (deleted while the prompt ran)")
+}
+
+// asstInMemory is a turn's assistant message as the session holds it,
+// for an answer the store could not keep.
+func (s *session) asstInMemory(t *turn) (storedMessage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, err := t.asst.MarshalJSON()
+	if err != nil {
+		return storedMessage{}, false
+	}
+	m := storedMessage{ID: t.asst.ID, Info: info}
+	for _, p := range t.parts {
+		if b, err := p.MarshalJSON(); err == nil {
+			m.Parts = append(m.Parts, b)
+		}
+	}
+	return m, true
 }
 
 // settle waits, before a synchronous prompt is answered, until every

@@ -175,12 +175,24 @@ func (s *session) touched() {
 	s.publish("session.updated", map[string]any{"info": s.info, "sessionID": s.id})
 }
 
-// persist logs a failed write: the event still goes out, and the
-// database is only behind until the next write of the same object.
+// persist notes a failed write: the event still goes out, and the
+// database is only behind until the next write of the same object. During
+// a turn, the first failure is logged and kept (turn.lost): the turn then
+// ends with an error saying that the database lacks part of it, instead
+// of a clean finish over parts a listing or a restart will not show (a
+// full disk used to lose them with a warning per write, in the log
+// alone). Called with s.mu held.
 func (s *session) persist(err error) {
-	if err != nil {
-		s.a.log.Warn("opencode: writing to the database failed", "session", s.id, "err", err)
+	if err == nil {
+		return
 	}
+	if t := s.turn; t != nil {
+		if t.lost != nil {
+			return
+		}
+		t.lost = err
+	}
+	s.a.log.Warn("opencode: writing to the database failed", "session", s.id, "err", err)
 }
 
 // detach forgets the session's binding (deleted or evicted): messages the

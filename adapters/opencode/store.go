@@ -13,6 +13,9 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
 // Store keeps OpenCode's sessions, messages, parts and todo lists in an
@@ -293,7 +296,7 @@ func (s *Store) putSession(ctx context.Context, id string, r storedSession) erro
 	}
 	_, err := s.stmts.putSession.ExecContext(ctx, id, r.Agent, r.ACPSession, r.Directory, r.Updated, r.Info)
 	s.wrote(ctx, len(r.Info))
-	return err
+	return storeError(err)
 }
 
 // session reads one session's row (errNoSession if there is none).
@@ -385,12 +388,27 @@ func (s *Store) deleteSessions(ctx context.Context, ids []string) error {
 			"DELETE FROM sessions WHERE id = ?",
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {
-				return err
+				return storeError(err)
 			}
 		}
 	}
-	return tx.Commit()
+	return storeError(tx.Commit())
 }
+
+// storeError is a failed write as the client is told it: a database that
+// is full, because its disk is or because it reached its hard stop, is
+// insufficient_storage (507, saying so); it was a 500 "internal error",
+// and the database's "database or disk is full" only in the log.
+func storeError(err error) error {
+	var se interface{ Code() int }
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return domain.InsufficientStorage(0, "%s", errStoreFull).Because(err)
+	}
+	return err
+}
+
+// errStoreFull is the message of a full sessions database.
+const errStoreFull = "the OpenCode sessions database is full: its disk has no space left, or it reached its hard stop (a quarter past --opencode-max-db)"
 
 // putMessage inserts or replaces a message's info.
 func (s *Store) putMessage(ctx context.Context, sessionID, id string, info []byte) error {
@@ -399,7 +417,7 @@ func (s *Store) putMessage(ctx context.Context, sessionID, id string, info []byt
 	}
 	_, err := s.stmts.putMessage.ExecContext(ctx, sessionID, id, info)
 	s.wrote(ctx, len(info))
-	return err
+	return storeError(err)
 }
 
 // hasMessage reports whether a session has a message of this id.
@@ -419,7 +437,7 @@ func (s *Store) putPart(ctx context.Context, sessionID, messageID, id string, da
 	}
 	_, err := s.stmts.putPart.ExecContext(ctx, sessionID, messageID, id, data)
 	s.wrote(ctx, len(data))
-	return err
+	return storeError(err)
 }
 
 // storedMessage is a message with its parts, in id order.
@@ -531,7 +549,7 @@ func (s *Store) putTodos(ctx context.Context, sessionID string, data []byte) err
 	}
 	_, err := s.stmts.putTodos.ExecContext(ctx, sessionID, data)
 	s.wrote(ctx, len(data))
-	return err
+	return storeError(err)
 }
 
 // todos returns a session's todo list (nil when it has none).

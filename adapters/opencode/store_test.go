@@ -3,11 +3,14 @@ package opencode
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
 func TestStoreEvictsTheLeastRecentlyUpdatedSessions(t *testing.T) {
@@ -148,5 +151,35 @@ func TestStoreFileIsPrivate(t *testing.T) {
 	}
 	if fi, err := statMode(path); err != nil || fi&0o077 != 0 {
 		t.Errorf("mode %o (%v): the database holds every prompt", fi, err)
+	}
+}
+
+// A write the full database refuses is insufficient_storage, saying so,
+// not a bare driver error (a 500 "internal error" on the wire).
+func TestStoreFullIsInsufficientStorage(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenStore(ctx, StoreOptions{MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.mu.Lock()
+	s.busy = func(string) bool { return true }
+	s.mu.Unlock()
+	big := []byte(strings.Repeat("y", 32<<10))
+	for i := range 100 {
+		err = s.putPart(ctx, "ses_1", "msg_1", fmt.Sprintf("prt_%03d", i), big)
+		if err != nil {
+			break
+		}
+	}
+	if !domain.IsKind(err, domain.KindInsufficientStorage) || !strings.Contains(err.Error(), "sessions database is full") {
+		t.Fatalf("a write past the hard stop: %v", err)
+	}
+	if kindStatus(domain.KindInsufficientStorage) != 507 {
+		t.Fatal("not 507")
+	}
+	if err := storeError(errors.New("other")); domain.IsKind(err, domain.KindInsufficientStorage) {
+		t.Fatal("any error taken for a full database")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ type turn struct {
 	cancelled bool
 	ended     bool
 	lastSeq   uint64        // the last event published for the turn
+	lost      error         // the first write of the turn the database refused (persist)
 	done      chan struct{} // closed when the turn has ended
 	watchdog  *time.Timer   // ends an aborted turn the agent does not end
 }
@@ -317,6 +319,9 @@ func (s *session) finishLocked(t *turn, stop string, err error) {
 			s.putPart(t, p, "")
 		}
 		reason := finishReason(stop)
+		if err == nil && !aborted && t.lost != nil {
+			err = fmt.Errorf("the turn ran, but the sessions database could not keep all of it (listings and a restart will miss parts): %s", errMessage(storeError(t.lost)))
+		}
 		switch {
 		case err != nil:
 			asst.Error = &messageError{Name: "UnknownError", Data: messageErrorData{Message: errMessage(err)}}

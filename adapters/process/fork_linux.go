@@ -93,6 +93,7 @@ const (
 	forkCtty                       // fd 0 becomes the controlling terminal (with forkSetsid)
 	forkCred                       // setgroups, setresgid, setresuid
 	forkNofile                     // restore the soft RLIMIT_NOFILE
+	forkNproc                      // lower the tree's RLIMIT_NPROC (childNproc)
 	forkNoChildrenFile             // find children by scanning /proc (no children files; tests)
 	forkSlowKill                   // pause between reading the children and killing them (tests)
 
@@ -164,6 +165,7 @@ type forkSpec struct {
 	gid     uintptr
 	flags   uintptr
 	nofile  [2]uint64 // soft and hard RLIMIT_NOFILE for the leader (forkNofile)
+	nproc   [2]uint64 // soft and hard RLIMIT_NPROC for the tree (forkNproc)
 	// src are the supervisor's descriptors to move to subNull...subErr.
 	src [subSlots]int32
 	// maxFD bounds the descriptors to close where close_range is missing.
@@ -340,6 +342,14 @@ func subSupervise(s *forkSpec) {
 	// The leader: vfork semantics, so this resumes once it has exec'd
 	// (s.fail still zero) or failed (s.fail says where and why).
 	s.fail[0], s.fail[1] = 0, 0
+	// The tree's limit on processes (childNproc), set here, before the
+	// leader is forked: the fork itself is then refused (EAGAIN) once
+	// the user has that many, as a start past it must be, or the starts
+	// would eat the daemon's reserve one by one; the leader inherits it,
+	// and a leader changing user is held to it at setresuid and execve.
+	if s.flags&forkNproc != 0 {
+		syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&s.nproc)), 0, 0, 0)
+	}
 	r1, e = vforkLeader(s)
 	if e != 0 {
 		sendReport(s, repFailed, stageFork<<16|int32(e))

@@ -78,10 +78,16 @@ func (r *Runner) Start(ctx context.Context, spec domain.LaunchSpec) (ports.Agent
 		return nil, err
 	}
 	fail := func(err error) (ports.AgentProcess, error) {
+		if e := exhausted("agent process", err); e != nil {
+			return nil, e
+		}
 		return nil, fmt.Errorf("start %s: %w", spec.Command, err)
 	}
 	path, err := lookPath(spec.Command)
 	if err != nil {
+		return fail(err)
+	}
+	if err := fdHeadroom(); err != nil {
 		return fail(err)
 	}
 	var pipes stdio

@@ -42,6 +42,10 @@ type server struct {
 	// a child, and so what leaders get (hasNofile: known).
 	nofile    [2]uint64
 	hasNofile bool
+	// nproc is the RLIMIT_NPROC leaders get (hasNproc: lowered, see
+	// childNproc).
+	nproc    [2]uint64
+	hasNproc bool
 	// childrenFiles is false without /proc/<pid>/task/<tid>/children
 	// (CONFIG_PROC_CHILDREN): children are then found by scanning /proc.
 	childrenFiles bool
@@ -120,6 +124,7 @@ func ServeSupervisor() int {
 	}
 	sv.report, sv.repW = os.NewFile(uintptr(p[0]), "report"), p[1]
 	sv.nofile, sv.hasNofile = startLimit()
+	sv.nproc, sv.hasNproc = childNproc()
 	sv.closeRange = unix.CloseRange(^uint(0)>>33, ^uint(0)>>33, 0) == nil
 	_, err = os.Stat("/proc/thread-self/children")
 	sv.childrenFiles = err == nil
@@ -256,6 +261,10 @@ func (sv *server) spawn(id uint64, body []byte, fds []int) {
 		s.flags |= forkNofile
 		s.nofile = sv.nofile
 	}
+	if sv.hasNproc {
+		s.flags |= forkNproc
+		s.nproc = sv.nproc
+	}
 
 	stack, top, err := newStack()
 	if err != nil {
@@ -359,6 +368,34 @@ func startLimit() ([2]uint64, bool) {
 		return [2]uint64{}, false
 	}
 	return [2]uint64{lim.Cur, lim.Max}, true
+}
+
+// childNproc is the RLIMIT_NPROC for leaders: the supervisor's own (the
+// daemon's) less a reserve, soft and hard alike, so that what they start
+// cannot raise it again. RLIMIT_NPROC counts every process and thread of
+// a user; when the daemon and what it starts are one user (a daemon not
+// run as root), a fork bomb in a process used to take every slot, and the
+// daemon's next thread could not be made: the Go runtime aborts then
+// ("pthread_create failed: Resource temporarily unavailable"), and the
+// daemon died with everything it ran. With the reserve, the bomb's forks
+// fail while the daemon and the supervisor still have that many threads
+// to make, and a start past it fails with EAGAIN (503, exhausted). The
+// reserve is a quarter of the limit, from 16 to 256 threads, at most half
+// of it. No limit, or a limit so small that half of it is nothing: left
+// as it is (false). Root ignores the limit, so for a root daemon it only
+// matters to what runs as --run-as.
+func childNproc() ([2]uint64, bool) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY || rl.Cur < 2 {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{childNprocOf(rl.Cur), childNprocOf(rl.Cur)}, true
+}
+
+// childNprocOf is childNproc's arithmetic: limit less its reserve.
+func childNprocOf(limit uint64) uint64 {
+	reserve := min(max(limit/4, 16), 256, limit/2)
+	return limit - reserve
 }
 
 // highestFD is the highest descriptor open in this process.

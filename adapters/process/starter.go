@@ -44,6 +44,9 @@ func (s *Starter) Start(ctx context.Context, spec domain.ProcessSpec) (ports.Pro
 	if err != nil {
 		return nil, startError(spec, err)
 	}
+	if err := fdHeadroom(); err != nil {
+		return nil, startError(spec, err)
+	}
 	env := spec.Env
 	if spec.TTY {
 		if _, ok := env["TERM"]; !ok && !hasEnv(s.BaseEnv, "TERM") {
@@ -179,8 +182,12 @@ var signalNames = map[syscall.Signal]string{
 }
 
 // startError says why a start failed in terms the client can act on,
-// without host details beyond what the client itself named.
+// without host details beyond what the client itself named: a resource of
+// the system that ran out is an overloaded error (exhausted).
 func startError(spec domain.ProcessSpec, err error) error {
+	if e := exhausted("process", err); e != nil {
+		return e
+	}
 	var msg string
 	switch {
 	case errors.Is(err, exec.ErrNotFound):

@@ -315,6 +315,10 @@ func (s *Instances) create(ctx context.Context, id, agent string, r *routes) (*i
 	proc, err := s.runner.Start(ctx, spec)
 	if err != nil {
 		s.metrics.spawnFailed()
+		if domain.IsKind(err, domain.KindOverloaded) {
+			// The runner says which resource ran out (503, not 502).
+			return nil, err
+		}
 		return nil, domain.StreamError("failed to start agent process: " + err.Error()).Because(err)
 	}
 	s.metrics.spawned()

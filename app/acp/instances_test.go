@@ -197,6 +197,7 @@ const note = `{"jsonrpc":"2.0","method":"session/cancel","params":{}}`
 func TestBootstrapErrors(t *testing.T) {
 	notInstalled := &domain.Error{Kind: domain.KindAgentNotInstalled, Msg: "claude", Agent: "claude"}
 	spawnErr := errors.New("exec: \"claude-acp\": executable file not found in $PATH")
+	outOfFDs := domain.Exhausted(domain.ResourceFileDescriptors, 64, "cannot start the agent process: the daemon is out of file descriptors")
 	tests := []struct {
 		name      string
 		req       PostRequest
@@ -217,6 +218,10 @@ func TestBootstrapErrors(t *testing.T) {
 			launchErr: notInstalled, kind: domain.KindAgentNotInstalled, msg: "claude", same: notInstalled},
 		{name: "spawn failure", req: PostRequest{ServerID: "s", Agent: "claude", HasAgent: true}, startErr: spawnErr,
 			kind: domain.KindStreamError, msg: "failed to start agent process: " + spawnErr.Error(), same: spawnErr},
+		// The runner says which resource ran out: a 503 the client may
+		// retry, not a 502.
+		{name: "spawn out of descriptors", req: PostRequest{ServerID: "s", Agent: "claude", HasAgent: true}, startErr: outOfFDs,
+			kind: domain.KindOverloaded, msg: outOfFDs.Msg, same: outOfFDs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

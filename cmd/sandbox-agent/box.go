@@ -16,6 +16,9 @@ import (
 type box struct {
 	bytes  int64
 	source string // where it comes from, for the log line at start
+	// nofile is the open-file limit in force (the Go runtime raised the
+	// soft limit to the hard one at start); 0 when unknown.
+	nofile uint64
 }
 
 // readBox finds the box of process pid ("self" for the daemon) under root

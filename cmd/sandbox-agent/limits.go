@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -48,7 +49,7 @@ func (l *limitFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&l.inflightBytes, "inflight-bytes", 0, "budget in bytes for request bodies and WebSocket messages held until handled (ACP POSTs until answered); past it 503 overloaded, or a WebSocket closed with 1013 (default: from the memory the daemon may use, at most "+mibs(h.InflightBytes)+"; see docs/limits.md)")
 	fs.Int64Var(&l.replayTotal, "replay-total", 0, "budget in bytes for all replay buffers together; past it the largest lose their oldest events (default: from the memory the daemon may use, at most "+mibs(d.ReplayTotal)+")")
 	fs.DurationVar(&l.readIdleTimeout, "read-idle-timeout", h.ReadIdleTimeout, "cut a request body that delivers nothing for this long (408)")
-	fs.IntVar(&l.maxConns, "max-conns", 4096, "most client connections (and HTTP/2 streams) open at once; more are answered 503 and closed")
+	fs.IntVar(&l.maxConns, "max-conns", defaultMaxConns, "most client connections (and HTTP/2 streams) open at once; more are answered 503 and closed (default: half the open-file limit when that is lower)")
 	fs.Int64Var(&l.processLogTotal, "process-log-total", 0, "budget in bytes for the output kept by all processes together (and runs' captured output); past it the largest logs lose their oldest entries (default: from the memory the daemon may use, at most "+mibs(processes.DefaultLogTotal)+")")
 	c := processes.DefaultCeiling()
 	fs.IntVar(&l.procCeiling.concurrent, "process-max-concurrent", c.MaxConcurrentProcesses, "the most maxConcurrentProcesses POST /v1/processes/config may set (400 past it)")
@@ -77,7 +78,37 @@ func (l *limitFlags) resolve(b box) error {
 	if !l.fs.Changed("process-log-total") {
 		l.processLogTotal = l.derived.processLogTotal
 	}
+	if !l.fs.Changed("max-conns") {
+		l.maxConns = connsFor(b.nofile)
+	}
 	return nil
+}
+
+// defaultMaxConns is --max-conns where descriptors are plenty.
+const defaultMaxConns = 4096
+
+// connsFor is --max-conns when not given: 4096, or half the open-file
+// limit when that is lower, so that connections (an event stream, a
+// WebSocket, an idle keep-alive) can never take every descriptor: the
+// other half stays for agents and processes (three each), files being
+// served, the replay files and the daemon's own. With a limit of 64 and
+// 4096 connections allowed, 50 idle connections left no descriptor to
+// start an agent, and the 51st connection waited in the kernel's queue
+// unanswered; now the 33rd is answered 503.
+func connsFor(nofile uint64) int {
+	if nofile == 0 || nofile/2 >= defaultMaxConns {
+		return defaultMaxConns
+	}
+	return max(int(nofile/2), 1)
+}
+
+// openFileLimit is the daemon's open-file limit (0 when unknown).
+func openFileLimit() uint64 {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil {
+		return 0
+	}
+	return rl.Cur
 }
 
 // validate is resolve's check of the values given.
@@ -129,9 +160,13 @@ func (l *limitFlags) applyProcesses(opts *processes.Options) {
 // may not open that many descriptors: past the limit, accept fails instead
 // of answering 503.
 func (l *limitFlags) warnFDs(log *slog.Logger) {
-	var rl syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && uint64(l.maxConns)+256 > rl.Cur {
-		log.Warn("--max-conns is close to or above the open-file limit; raise `ulimit -n` or lower --max-conns", "max_conns", l.maxConns, "nofile", rl.Cur)
+	nofile := openFileLimit()
+	switch {
+	case nofile == 0:
+	case l.fs.Changed("max-conns") && uint64(l.maxConns)+256 > nofile:
+		log.Warn("--max-conns is close to or above the open-file limit; raise `ulimit -n` or lower --max-conns", "max_conns", l.maxConns, "nofile", nofile)
+	case l.maxConns < defaultMaxConns:
+		log.Info("--max-conns is half the open-file limit", "max_conns", l.maxConns, "nofile", nofile)
 	}
 }
 
@@ -274,7 +309,7 @@ func deriveBudgets(b box) budgets {
 // held beyond the budgets (the OpenCode event buffer), counted in the
 // bound; in a small box it comes out of the daemon's reserve.
 func softLimit(share, inflight, replay, processLogs, extra int64, instances, conns int) int64 {
-	return min(memoryBound(inflight, replay, processLogs, instances, conns)+extra, max(share, ownReserve+inflight+replay+processLogs))
+	return min(satAdd(memoryBound(inflight, replay, processLogs, instances, conns), extra), max(share, satAdd(ownReserve, inflight, replay, processLogs)))
 }
 
 // memoryBound is the memory bound of docs/limits.md ("Memory bound"): 64 MiB of
@@ -282,5 +317,27 @@ func softLimit(share, inflight, replay, processLogs, extra int64, instances, con
 // (--inflight-bytes), of replay (--replay-total) and of process output
 // (--process-log-total), 1 MiB per instance and 16 KiB per connection.
 func memoryBound(inflight, replay, processLogs int64, instances, conns int) int64 {
-	return 64<<20 + inflight + replay + processLogs + int64(instances)<<20 + int64(conns)*16<<10
+	return satAdd(64<<20, inflight, replay, processLogs, satMul(int64(instances), 1<<20), satMul(int64(conns), 16<<10))
+}
+
+// satAdd adds non-negative terms, stopping at math.MaxInt64: budgets given
+// as 9223372036854775807 ("no limit") must give no limit, not wrap to a
+// small soft limit the collector would thrash under.
+func satAdd(terms ...int64) int64 {
+	var sum int64
+	for _, t := range terms {
+		if t > math.MaxInt64-sum {
+			return math.MaxInt64
+		}
+		sum += t
+	}
+	return sum
+}
+
+// satMul is n × unit for non-negative n, stopping at math.MaxInt64.
+func satMul(n, unit int64) int64 {
+	if n > math.MaxInt64/unit {
+		return math.MaxInt64
+	}
+	return n * unit
 }

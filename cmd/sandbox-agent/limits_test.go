@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -134,5 +135,66 @@ func TestOpenCodeSharesInflight(t *testing.T) {
 		if ev := l.openCodeEvents(); ev < 1 || ev > 16<<20 || (inflight >= 16 && ev > inflight/16) {
 			t.Errorf("inflight %d: OpenCode events %d", inflight, ev)
 		}
+	}
+}
+
+// Budgets given as the largest number ("no limit") give no soft limit;
+// their sum used to wrap: --inflight-bytes and --replay-total at
+// 9223372036854775807 set a soft limit of 500 MiB, under which the
+// collector would thrash as soon as the budgets held more.
+func TestSoftLimitSaturates(t *testing.T) {
+	const huge = math.MaxInt64
+	share := int64(6 << 30)
+	for _, c := range []struct {
+		name                   string
+		inflight, replay, logs int64
+		instances, conns       int
+	}{
+		{"inflight and replay", huge, huge, 256 << 20, 100, 4096},
+		{"all three", huge, huge, huge, 100, 4096},
+		{"one", huge, 512 << 20, 256 << 20, 100, 4096},
+		{"instances", 256 << 20, 512 << 20, 256 << 20, math.MaxInt, 4096},
+		{"conns", 256 << 20, 512 << 20, 256 << 20, 100, math.MaxInt},
+	} {
+		got := softLimit(share, c.inflight, c.replay, c.logs, 16<<20, c.instances, c.conns)
+		if c.name == "instances" || c.name == "conns" {
+			// The bound saturates; the share caps it.
+			if got != share {
+				t.Errorf("%s: soft limit %d, want the share %d", c.name, got, share)
+			}
+			continue
+		}
+		if got != huge {
+			t.Errorf("%s: soft limit %d, want %d (none)", c.name, got, int64(huge))
+		}
+	}
+	if got := satAdd(huge, huge, 1); got != huge {
+		t.Errorf("satAdd wrapped: %d", got)
+	}
+	if got := satAdd(1, 2, 3); got != 6 {
+		t.Errorf("satAdd(1,2,3) = %d", got)
+	}
+}
+
+// --max-conns, when not given, leaves half the open-file limit to the
+// rest of the daemon; given, it is kept as it is.
+func TestMaxConnsFromOpenFileLimit(t *testing.T) {
+	for _, c := range []struct {
+		nofile uint64
+		want   int
+	}{{0, 4096}, {1 << 20, 4096}, {8192, 4096}, {8190, 4095}, {1024, 512}, {64, 32}, {1, 1}} {
+		if got := connsFor(c.nofile); got != c.want {
+			t.Errorf("connsFor(%d) = %d, want %d", c.nofile, got, c.want)
+		}
+	}
+	small := bigBox
+	small.nofile = 64
+	l, err := parseLimitsIn(t, small)
+	if err != nil || l.maxConns != 32 {
+		t.Fatalf("derived --max-conns %d, %v; want 32", l.maxConns, err)
+	}
+	l, err = parseLimitsIn(t, small, "--max-conns", "100")
+	if err != nil || l.maxConns != 100 {
+		t.Fatalf("given --max-conns %d, %v; want 100", l.maxConns, err)
 	}
 }

@@ -75,7 +75,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := cors.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	if err := f.limits.resolve(readBox(os.DirFS("/"), "self")); err != nil {
+	b := readBox(os.DirFS("/"), "self")
+	b.nofile = openFileLimit()
+	if err := f.limits.resolve(b); err != nil {
 		return usagef("%v", err)
 	}
 	opts, err := acpOptions(f, log)

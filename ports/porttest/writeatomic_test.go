@@ -54,3 +54,30 @@ func TestWriteAtomic(t *testing.T) {
 		t.Errorf("mode %v", fi.Mode())
 	}
 }
+
+// A write that panics (a handler whose panic the server recovers) leaves
+// no temporary file: one did, with a descriptor open, when a size limit
+// of MaxInt64 made the upload's reader panic.
+func TestWriteAtomicPanic(t *testing.T) {
+	fsys := afero.NewMemMapFs()
+	if err := afero.WriteFile(fsys, "/d/f", []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not reach the caller")
+			}
+		}()
+		_ = ports.WriteAtomic(fsys, "/d/f", ".f-*.tmp", 0o644, func(w io.Writer) error {
+			_, _ = io.WriteString(w, "part")
+			panic("boom")
+		}, nil)
+	}()
+	if ents, _ := afero.ReadDir(fsys, "/d"); len(ents) != 1 {
+		t.Errorf("%d entries in the directory after a panic, want only dst", len(ents))
+	}
+	if b, _ := afero.ReadFile(fsys, "/d/f"); string(b) != "old" {
+		t.Errorf("dst holds %q", b)
+	}
+}

@@ -88,9 +88,9 @@ func Register(api huma.API, env *route.Env, instances *acp.Instances) {
 				Content: map[string]*huma.MediaType{"application/json": {Schema: route.JSONObject}}},
 			"202": {Description: "Accepted; any response arrives on the stream."},
 		},
-	}, describeACPStdPost, route.WithHeaders(func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
+	}, describeACPStdPost, func(ctx context.Context, in *acpStdPostInput) (*huma.StreamResponse, error) {
 		return postACPStd(ctx, cfg, in)
-	}))
+	})
 	route.DocumentBody(api, acpStdPath, http.MethodPost, "application/json", route.JSONObject)
 
 	route.Register(api, huma.Operation{
@@ -108,12 +108,12 @@ func Register(api huma.API, env *route.Env, instances *acp.Instances) {
 			"200": {Description: "An endless event stream.", Content: map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}},
 			"101": {Description: "Switched to a WebSocket connection.", Headers: connHeader},
 		},
-	}, describeACPStdGet, route.WithHeaders(func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
+	}, describeACPStdGet, func(ctx context.Context, in *acpStdGetInput) (*huma.StreamResponse, error) {
 		if route.IsWebSocketUpgrade(in.Request()) {
 			return acceptACPWebSocket(ctx, cfg, in)
 		}
 		return streamACPStd(cfg, in)
-	}))
+	})
 
 	route.Register(api, huma.Operation{
 		OperationID: "delete_acp", Method: http.MethodDelete, Path: acpStdPath,

@@ -263,7 +263,7 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 				"text/event-stream": {Schema: &huma.Schema{Type: "string"}},
 			}},
 		},
-	}, route.Act(domain.ActionProcessRead), route.WithHeaders(func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
+	}, route.Act(domain.ActionProcessRead), func(ctx context.Context, in *procLogsInput) (*huma.StreamResponse, error) {
 		q := processes.LogQuery{Stream: domain.ProcessLogsStream(in.Stream), Encoding: domain.LogEncoding(in.Encoding)}
 		if in.Request().URL.Query().Has("tail") {
 			q.Tail = &in.Tail // tail=0 is no entries, as the reference answers it
@@ -323,7 +323,7 @@ func Register(api huma.API, env *route.Env, svc *processes.Service) {
 			r, w := route.Unwrap(hctx)
 			streamProcessLogs(ctx, w, r, f, processes.NewEncoder(q.Encoding), env)
 		}}, nil
-	}))
+	})
 
 	registerTerminalWS(api, env, svc)
 }

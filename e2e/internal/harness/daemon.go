@@ -71,6 +71,15 @@ type Options struct {
 	// Cgroup, when set, runs the daemon in that memory cgroup from its
 	// first instruction (it joins before it execs), agents included.
 	Cgroup *MemoryCgroup
+	// Prlimit, when set, runs the daemon under prlimit(1) with these
+	// limits ("--nofile=64:64", "--nproc=60:60"), in force from its first
+	// instruction; a test is skipped where prlimit is missing. Not with
+	// Cgroup.
+	Prlimit []string
+	// Credential, when set, runs the daemon as that user (a root test
+	// making an unprivileged daemon; Home must be theirs, Binary one they
+	// may run).
+	Credential *syscall.Credential
 }
 
 // listeningURL finds the address the daemon announces once it has bound
@@ -99,6 +108,17 @@ func Start(t testing.TB, o Options) *Daemon {
 		// The shell joins the cgroup, then becomes the daemon (same pid).
 		cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, o.Cgroup.Dir, bin}, args...)...)
 	}
+	if len(o.Prlimit) > 0 {
+		if o.Cgroup != nil {
+			t.Fatal("harness: Prlimit and Cgroup together are not supported")
+		}
+		prlimit, err := exec.LookPath("prlimit")
+		if err != nil {
+			t.Skip("no prlimit(1) to start the daemon with low limits")
+		}
+		// prlimit sets the limits, then execs the daemon (same pid).
+		cmd = exec.Command(prlimit, append(append(append([]string{}, o.Prlimit...), "--", bin), args...)...)
+	}
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))
 	// Tests never reach the public ACP registry: unless a test points it at
 	// its own local server, the registry is a closed loopback port.
@@ -107,7 +127,7 @@ func Start(t testing.TB, o Options) *Daemon {
 	cmd.Dir = home
 	// If the test binary dies (a go test timeout), the daemon shuts down
 	// cleanly instead of living on as an orphan with its agents.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Credential: o.Credential}
 	d := &Daemon{t: t, Cmd: cmd, Home: home, logs: &LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	if err := cmd.Start(); err != nil {

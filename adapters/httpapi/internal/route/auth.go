@@ -60,7 +60,7 @@ func Register[I, O any](api huma.API, op huma.Operation, describe DescribeFunc, 
 	}
 	op.Metadata[metaDescribe] = describe
 	markJSONBody[I](&op)
-	huma.Register(api, op, h)
+	huma.Register(api, op, WithHeaders(h))
 }
 
 // Act: an action without a resource.

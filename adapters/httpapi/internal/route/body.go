@@ -3,6 +3,7 @@ package route
 import (
 	"bytes"
 	"io"
+	"math"
 	"net/http"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -36,7 +37,7 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	if l.left < 0 {
 		return 0, tooLarge(l.limit)
 	}
-	if int64(len(p)) > l.left+1 {
+	if int64(len(p)) > l.left { // not l.left+1: a limit of MaxInt64 would wrap
 		p = p[:l.left+1]
 	}
 	n, err := l.r.Read(p)
@@ -65,9 +66,9 @@ func ReadCharged(r *http.Request, limit int64, budget *Inflight) ([]byte, int64,
 	// Most ACP messages fit the first buffer; 16 KiB on each of --max-conns
 	// stalled connections is a quarter of the default budget. A body of
 	// unknown length starts smaller.
-	ceiling, first := limit+1, int64(512) // ceiling: the most ever needed
+	ceiling, first := PlusOne(limit), int64(512) // ceiling: the most ever needed
 	if r.ContentLength >= 0 {
-		ceiling, first = r.ContentLength+1, 16<<10
+		ceiling, first = PlusOne(r.ContentLength), 16<<10
 	}
 	b, charged, err := ReadChargedFrom(body, ceiling, first, budget)
 	if err != nil {
@@ -129,6 +130,15 @@ func ChargeCompaction(budget *Inflight, data []byte) (int64, error) {
 		return 0, budget.Overloaded()
 	}
 	return n, nil
+}
+
+// PlusOne is n+1, or n when that would wrap: a limit given as
+// 9223372036854775807 (any size) must not become a negative ceiling.
+func PlusOne(n int64) int64 {
+	if n == math.MaxInt64 {
+		return n
+	}
+	return n + 1
 }
 
 func tooLarge(limit int64) error {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -61,6 +62,7 @@ const (
 	withCount                         // details.limit, a count
 	withMinFree                       // details.minFreeBytes
 	withResource                      // details.id and details.resource, when the error names a resource
+	withExhausted                     // details.resource and details.limit (when known) in place of details.limitBytes, when the error names what ran out
 )
 
 // kindInfo is the error table of docs/api.md section 1: status, title, detail
@@ -93,7 +95,7 @@ var kindInfo = map[domain.Kind]struct {
 	domain.KindTimeout:             {504, "Timeout", "timeout", withMessage, ""},
 	domain.KindNotFound:            {404, "Not Found", "not found", msgInDetail | withResource, ""},
 	domain.KindTooManyInstances:    {429, "Too Many Instances", "too many instances", msgInDetail | withMessage | withCount, "5"},
-	domain.KindOverloaded:          {503, "Overloaded", "overloaded", msgInDetail | withMessage | withLimit, "1"},
+	domain.KindOverloaded:          {503, "Overloaded", "overloaded", msgInDetail | withMessage | withLimit | withExhausted, "1"},
 	domain.KindTooManyRequests:     {429, "Too Many Requests", "too many requests", msgInDetail | withMessage | withCount, "1"},
 	domain.KindInsufficientStorage: {507, "Insufficient Storage", "insufficient storage", msgInDetail | withMinFree, ""},
 }
@@ -121,6 +123,9 @@ func ProblemFor(ctx context.Context, err error) *Problem {
 		return p
 	}
 	if e, ok := domain.AsError(err); ok {
+		if e.Kind == domain.KindStreamError {
+			e = shortage(e)
+		}
 		if info, known := kindInfo[e.Kind]; known {
 			status := info.status
 			if e.PolicyStatus != 0 {
@@ -146,6 +151,24 @@ func ProblemFor(ctx context.Context, err error) *Problem {
 	}
 	Logger(ctx).Error("internal error", "err", err)
 	return &Problem{Type: "urn:sandbox-agent:error:internal", Title: "Internal Server Error", Status: 500, Detail: "internal error"}
+}
+
+// shortage is a stream_error (the kind of an I/O failure nothing else
+// names) whose cause is a resource of the system that ran out, as the
+// client can act on it: a full disk (ENOSPC, EDQUOT: with --min-free 0, or
+// a disk filled by someone else meanwhile) is 507 insufficient_storage, a
+// full descriptor table (EMFILE, ENFILE: a file opened for a listing or a
+// download) 503 overloaded naming it. They were 502 with the bare errno.
+// Anything else stays as it is.
+func shortage(e *domain.Error) *domain.Error {
+	switch {
+	case errors.Is(e.Err, syscall.ENOSPC), errors.Is(e.Err, syscall.EDQUOT):
+		return domain.InsufficientStorage(0, "the disk is full: %s", e.Msg).Because(e.Err)
+	case errors.Is(e.Err, syscall.EMFILE), errors.Is(e.Err, syscall.ENFILE):
+		return domain.Exhausted(domain.ResourceFileDescriptors, 0,
+			"the daemon is out of file descriptors: "+e.Msg+"; retry later, or close event streams, processes or agents").Because(e.Err)
+	}
+	return e
 }
 
 // wireProblem lays e out as its kind's shape says.
@@ -186,8 +209,15 @@ func wireProblem(e *domain.Error, status int, title, prefix string, sh shape) *P
 			details["exitCode"] = nil
 		}
 	}
-	if sh&withLimit != 0 {
+	exhausted := sh&withExhausted != 0 && e.Resource != ""
+	if sh&withLimit != 0 && !exhausted {
 		details["limitBytes"] = e.LimitBytes
+	}
+	if exhausted {
+		details["resource"] = e.Resource
+		if e.Limit > 0 {
+			details["limit"] = e.Limit
+		}
 	}
 	if sh&withCount != 0 {
 		details["limit"] = e.Limit
@@ -385,7 +415,8 @@ func humaLimit(msg string) (int64, bool) {
 // WithHeaders maps a handler's error to its problem inside the handler, for
 // the kinds whose problem carries headers (Retry-After): huma takes response
 // headers only from the error a handler returns, not from the one its error
-// hook makes of it.
+// hook makes of it. Register wraps every operation in it (it used to be
+// opt-in, and the process routes' 429 and 503 went without Retry-After).
 func WithHeaders[I, O any](h func(context.Context, *I) (O, error)) func(context.Context, *I) (O, error) {
 	return func(ctx context.Context, in *I) (O, error) {
 		out, err := h(ctx, in)

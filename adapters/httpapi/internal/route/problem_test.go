@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -60,6 +62,11 @@ func TestProblemForKinds(t *testing.T) {
 			`{"type":"urn:sandbox-agent:error:too_many_instances","title":"Too Many Instances","status":429,"detail":"too many instances: limit","details":{"limit":2,"message":"limit"}}`},
 		{domain.Overloaded("busy", 10), 503, "Overloaded",
 			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: busy","details":{"limitBytes":10,"message":"busy"}}`},
+		// A resource of the system that ran out: which one, and its limit.
+		{domain.Exhausted(domain.ResourceFileDescriptors, 64, "out of file descriptors"), 503, "Overloaded",
+			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: out of file descriptors","details":{"limit":64,"message":"out of file descriptors","resource":"file_descriptors"}}`},
+		{domain.Exhausted(domain.ResourceProcesses, 0, "out of processes"), 503, "Overloaded",
+			`{"type":"urn:sandbox-agent:error:overloaded","title":"Overloaded","status":503,"detail":"overloaded: out of processes","details":{"message":"out of processes","resource":"processes"}}`},
 		{domain.Timeout("timed out waiting for agent response"), 504, "Timeout",
 			`{"type":"urn:sandbox-agent:error:timeout","title":"Timeout","status":504,"detail":"timeout","details":{"message":"timed out waiting for agent response"}}`},
 		{domain.NotFound("process proc_7"), 404, "Not Found",
@@ -105,6 +112,29 @@ func TestProblemForKinds(t *testing.T) {
 	for k := range kindInfo {
 		if !seen[k] {
 			t.Errorf("kind %s has no row here", k)
+		}
+	}
+}
+
+// A stream_error caused by a full disk or a full descriptor table says
+// so, with the status a client can act on; other causes stay 502.
+func TestProblemForShortages(t *testing.T) {
+	cause := func(errno syscall.Errno) error {
+		return domain.StreamError(errno.Error()).Because(&fs.PathError{Op: "write", Path: "/x", Err: errno})
+	}
+	for _, c := range []struct {
+		err    error
+		status int
+		has    string
+	}{
+		{cause(syscall.ENOSPC), 507, `"type":"urn:sandbox-agent:error:insufficient_storage"`},
+		{cause(syscall.EDQUOT), 507, `the disk is full`},
+		{cause(syscall.EMFILE), 503, `"resource":"file_descriptors"`},
+		{cause(syscall.EACCES), 502, `"type":"urn:sandbox-agent:error:stream_error"`},
+	} {
+		p := ProblemFor(context.Background(), c.err)
+		if p.Status != c.status || !strings.Contains(string(p.Body()), c.has) {
+			t.Errorf("%v: %d %s", c.err, p.Status, p.Body())
 		}
 	}
 }

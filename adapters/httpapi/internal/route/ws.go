@@ -32,7 +32,7 @@ func ReadWSMessage(ctx context.Context, ws *websocket.Conn, limit int64, budget 
 	}
 	// The library fails the read one byte past limit; the buffer never
 	// needs more than limit+1.
-	b, charged, err := ReadChargedFrom(r, limit+2, 512, budget)
+	b, charged, err := ReadChargedFrom(r, PlusOne(PlusOne(limit)), 512, budget)
 	return typ, b, charged, err
 }
 
