@@ -43,8 +43,11 @@ var (
 	// ErrInstanceGone: the server instance no longer exists on the daemon
 	// (deleted by someone else, or the daemon restarted and lost it).
 	ErrInstanceGone = errors.New("acp server instance is gone")
-	// ErrDaemonUnreachable: the daemon could not be reached for longer than
-	// ACPOptions.ReconnectTimeout.
+	// ErrDaemonUnreachable: the daemon could not be reached, or stopped
+	// answering (it took connections and sent nothing, not even the
+	// event stream's heartbeat, for 45 s), for longer than
+	// ACPOptions.ReconnectTimeout. StreamACP and FollowProcessLogs end
+	// with it too when their stream falls silent for 45 s.
 	ErrDaemonUnreachable = errors.New("daemon unreachable")
 	// ErrReplayGap is the message of the JSON-RPC errors given to requests
 	// pending when the daemon reported lost events (_adapter/replay_gap).
@@ -244,18 +247,30 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 }
 
 // listPatiently lists the instances, waiting up to patience for a daemon
-// that is not listening yet (an editor may start before the sandbox is up).
-// Answers, problems included, are final.
+// that is not listening yet (an editor may start before the sandbox is up)
+// or that does not answer (a daemon stopped, or a dead peer behind a
+// proxy, accepts and never replies): each attempt is bounded by what is
+// left of patience. Answers, problems included, are final; ctx ending
+// returns ctx.Err().
 func (c *Client) listPatiently(ctx context.Context, patience time.Duration, log *slog.Logger) ([]ACPServer, error) {
 	deadline := time.Now().Add(patience)
 	backoff := 50 * time.Millisecond
 	for waited := false; ; waited = true {
-		servers, err := c.ListACPServers(ctx)
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		servers, err := c.ListACPServers(actx)
+		cancel()
 		var p *Problem
-		if err == nil || errors.As(err, &p) || ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err == nil || errors.As(err, &p):
 			return servers, err
-		}
-		if time.Now().Add(backoff).After(deadline) {
+		case errors.Is(err, context.DeadlineExceeded):
+			// Our deadline, not the caller's: the daemon took the
+			// connection and never answered. Not a context error for
+			// the caller.
+			return nil, fmt.Errorf("%w at %s for %v: no answer (%v)", ErrDaemonUnreachable, c.BaseURL, patience, err)
+		case !time.Now().Add(backoff).Before(deadline):
 			return nil, fmt.Errorf("%w at %s for %v: %w", ErrDaemonUnreachable, c.BaseURL, patience, err)
 		}
 		if !waited {
