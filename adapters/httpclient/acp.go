@@ -39,9 +39,12 @@ func (c *Client) PostACP(ctx context.Context, serverID, agent string, msg []byte
 }
 
 // StreamACP reads the server's SSE stream, calling fn for each event until
-// the stream ends (nil), ctx is done (ctx.Err()), or fn returns an error.
-// lastEventID, when non-empty, resumes after that event. It does not
-// reconnect; DialACP does.
+// the stream ends (nil: the daemon closed it, the instance deleted say),
+// ctx is done (ctx.Err()), fn returns an error, or the stream fails (a
+// stream cut short; one on which the daemon sent nothing for 45 s, when it
+// writes a heartbeat every 15 s, is an error wrapping
+// ErrDaemonUnreachable). lastEventID, when non-empty, resumes after that
+// event. It does not reconnect; DialACP does.
 func (c *Client) StreamACP(ctx context.Context, serverID, lastEventID string, fn func(ACPEvent) error) error {
 	h := http.Header{}
 	if lastEventID != "" {

@@ -128,10 +128,12 @@ type bubbleDaemon struct {
 
 	mu      sync.Mutex
 	running chan struct{} // closed while running
+	gone    chan struct{} // closed by shutdown
+	once    sync.Once
 }
 
 func startBubbleDaemon(t *testing.T, handler http.HandlerFunc) *bubbleDaemon {
-	d := &bubbleDaemon{t: t, net: newPipeNet(), running: make(chan struct{})}
+	d := &bubbleDaemon{t: t, net: newPipeNet(), running: make(chan struct{}), gone: make(chan struct{})}
 	close(d.running)
 	d.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !d.wait(r) {
@@ -203,6 +205,7 @@ func (d *bubbleDaemon) wait(r *http.Request) bool {
 
 // shutdown closes the daemon and its connections.
 func (d *bubbleDaemon) shutdown() {
+	d.once.Do(func() { close(d.gone) })
 	d.cont()
 	d.srv.Close()
 	d.net.kill()
