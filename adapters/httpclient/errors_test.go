@@ -219,7 +219,9 @@ func TestCallsEndWithTheirContext(t *testing.T) {
 			_, err := c.RunProcess(ctx, httpclient.ProcessRunRequest{Command: "true"})
 			return err
 		}},
-		{"FollowProcessLogs", func(ctx context.Context) error { return c.FollowProcessLogs(ctx, "p", httpclient.ProcessLogsQuery{}, noop) }},
+		{"FollowProcessLogs", func(ctx context.Context) error {
+			return c.FollowProcessLogs(ctx, "p", httpclient.ProcessLogsQuery{}, noop)
+		}},
 		{"ConnectTerminal", func(ctx context.Context) error { _, err := c.ConnectTerminal(ctx, "p"); return err }},
 		{"DialACP", func(ctx context.Context) error {
 			conn, err := c.DialACP(ctx, "s", "mock", &httpclient.ACPOptions{ReconnectTimeout: time.Hour})
