@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 
 var (
 	daemonURL string // the daemon TestMain runs for the examples
+	routerURL string // a stand-in router in front of it (routerStandIn)
 	binary    string // the sandbox-agent binary TestMain built
 )
 
@@ -41,21 +45,42 @@ func runWithDaemon(m *testing.M) int {
 	binary = bin
 	home := filepath.Join(dir, "home")
 	_ = os.Mkdir(home, 0o755)
-	url, stop, err := startDaemon(home, nil, nil)
+	addr, stop, err := startDaemon(home, nil, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer stop()
-	daemonURL = url
+	daemonURL = addr
+	router := httptest.NewServer(routerStandIn(addr))
+	defer router.Close()
+	routerURL = router.URL
 	return m.Run()
+}
+
+// routerStandIn stands for agent-sandbox's sandbox-router in front of the
+// daemon at target, for ExampleRouter: it checks the router's own token
+// and the sandbox's address, drops Authorization, and passes the request
+// on; anything else is refused as the router would.
+func routerStandIn(target string) http.Handler {
+	u, _ := url.Parse(target)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer router-token" || r.Header.Get("X-Sandbox-ID") != "my-sandbox" ||
+			r.Header.Get("X-Sandbox-Port") != "8888" || r.Header.Get("X-Sandbox-Agent-Token") != "daemon-token" {
+			http.Error(w, "not for this router", http.StatusForbidden)
+			return
+		}
+		r.Header.Del("Authorization")
+		proxy.ServeHTTP(w, r)
+	})
 }
 
 // startDaemon runs `sandbox-agent server` on a free loopback port with
 // home as its HOME and working directory, and the extra flags and
 // environment given; it returns once the daemon answers, with its URL and
 // a function stopping it.
-func startDaemon(home string, args, env []string) (url string, stop func(), err error) {
+func startDaemon(home string, args, env []string) (addr string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -76,12 +101,12 @@ func startDaemon(home string, args, env []string) (url string, stop func(), err 
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}
-	url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	addr = fmt.Sprintf("http://127.0.0.1:%d", port)
 	for deadline := time.Now().Add(15 * time.Second); ; {
-		resp, err := http.Get(url + "/")
+		resp, err := http.Get(addr + "/")
 		if err == nil {
 			resp.Body.Close()
-			return url, stop, nil
+			return addr, stop, nil
 		}
 		if time.Now().After(deadline) {
 			stop()

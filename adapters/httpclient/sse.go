@@ -162,10 +162,12 @@ var errStreamSilent error = streamSilent{}
 
 type streamSilent struct{}
 
+// Error says how long the stream was silent.
 func (streamSilent) Error() string {
 	return "the daemon sent nothing on the event stream for " + streamIdleTimeout.String() + " (not even a heartbeat)"
 }
 
+// Is makes it an ErrDaemonUnreachable.
 func (streamSilent) Is(target error) bool { return target == ErrDaemonUnreachable }
 
 // silence bounds the silences of one stream request: ctx, for the

@@ -43,6 +43,7 @@ type Terminal struct {
 // reading may go on.
 type TerminalError struct{ Message string }
 
+// Error is the daemon's message.
 func (e *TerminalError) Error() string { return "terminal: " + e.Message }
 
 // terminalInputChunk bounds the input of one frame, under the daemon's
