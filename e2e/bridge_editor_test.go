@@ -27,13 +27,15 @@ import (
 
 // hungPeer listens on 127.0.0.1, accepts every connection and never
 // answers (what a stopped daemon, or a dead peer behind a proxy, looks
-// like); it reads what is sent, so requests are written whole.
-func hungPeer(t *testing.T) string {
+// like); it reads what is sent, so requests are written whole. seen gets
+// a value each time a request has begun to arrive.
+func hungPeer(t *testing.T) (url string, seen <-chan struct{}) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := make(chan struct{}, 100)
 	var mu sync.Mutex
 	var conns []net.Conn
 	go func() {
@@ -45,7 +47,12 @@ func hungPeer(t *testing.T) string {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
-			go io.Copy(io.Discard, c)
+			go func() {
+				if _, err := c.Read(make([]byte, 1)); err == nil {
+					got <- struct{}{}
+				}
+				io.Copy(io.Discard, c)
+			}()
 		}
 	}()
 	t.Cleanup(func() {
@@ -56,7 +63,7 @@ func hungPeer(t *testing.T) string {
 			c.Close()
 		}
 	})
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), got
 }
 
 // TestBridgeStdinClosedBeforeConnected: an editor that closes stdin while
@@ -66,8 +73,9 @@ func hungPeer(t *testing.T) string {
 // stayed until the daemon answered (never) or --reconnect-timeout passed.
 func TestBridgeStdinClosedBeforeConnected(t *testing.T) {
 	t.Parallel()
+	hung, _ := hungPeer(t)
 	for _, tc := range []struct{ name, url string }{
-		{"never answers", hungPeer(t)},
+		{"never answers", hung},
 		{"not listening", "http://127.0.0.1:9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
