@@ -400,3 +400,47 @@ func TestACPConnOverloaded(t *testing.T) {
 		d.noLeaks(t)
 	})
 }
+
+// TestACPConnSlowReaderIsNotSilence: a reader that stops reading for
+// minutes holds the stream back (the inbox is full, so the connection
+// stops reading it), and that silence is the reader's, not the daemon's:
+// no reconnect, no ErrDaemonUnreachable, and every event arrives once, in
+// order, when it reads again.
+func TestACPConnSlowReaderIsNotSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, d := newFakeACP(t, nil)
+		logs := &logCapture{}
+		conn, err := d.client().DialACP(context.Background(), "s", "fake", &ACPOptions{Logger: logs.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, notif+"\n")
+		const n = maxQueued + 500
+		go func() {
+			for i := range n {
+				f.events <- fmt.Sprintf(`{"jsonrpc":"2.0","method":"u","params":{"i":%d}}`, i)
+			}
+		}()
+		time.Sleep(5 * time.Minute) // nobody reads
+		ra := readConn(conn)
+		time.Sleep(time.Second)
+		lines, err := ra.result()
+		if err != nil || conn.Err() != nil {
+			t.Fatalf("the connection failed: %v", conn.Err())
+		}
+		if len(lines) != n {
+			t.Fatalf("%d lines, want %d", len(lines), n)
+		}
+		for i, l := range lines {
+			if !strings.Contains(l, fmt.Sprintf(`{"i":%d}`, i)) {
+				t.Fatalf("line %d: %s", i, l)
+			}
+		}
+		if strings.Contains(logs.String(), "reconnecting") {
+			t.Fatalf("a slow reader was taken for a silent daemon:\n%s", logs)
+		}
+		conn.Close()
+		d.noLeaks(t)
+	})
+}
