@@ -273,13 +273,14 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 // that is not listening yet (an editor may start before the sandbox is up)
 // or that does not answer (a daemon stopped, or a dead peer behind a
 // proxy, accepts and never replies): each attempt is bounded by what is
-// left of patience. Answers, problems included, are final; ctx ending
-// returns ctx.Err().
+// left of patience (at least a second). Answers, problems included, are
+// final; ctx ending returns ctx.Err().
 func (c *Client) listPatiently(ctx context.Context, patience time.Duration, log *slog.Logger) ([]ACPServer, error) {
 	deadline := time.Now().Add(patience)
 	backoff := 50 * time.Millisecond
 	for waited := false; ; waited = true {
-		actx, cancel := context.WithDeadline(ctx, deadline)
+		// An answer gets at least a second, however short the patience.
+		actx, cancel := context.WithDeadline(ctx, later(deadline, time.Now().Add(time.Second)))
 		servers, err := c.ListACPServers(actx)
 		cancel()
 		var p *Problem
@@ -306,6 +307,13 @@ func (c *Client) listPatiently(ctx context.Context, patience time.Duration, log 
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // ServerID is the instance this connection talks to.

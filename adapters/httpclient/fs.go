@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -125,10 +126,11 @@ func (c *Client) Move(ctx context.Context, from, to string, overwrite bool) (abs
 // when empty). Entries that would leave dir are refused.
 //
 // When ctx ends the call returns at once with ctx's error, even while a
-// Read of tar blocks (net/http alone would wait for that Read to return):
-// tar is then closed if it is an io.Closer (which ends a blocked Read of
-// a pipe, a file or a connection), and a Read still in progress is left
-// to return on its own.
+// Read of tar blocks (net/http alone would wait for that Read to return).
+// tar is closed if it is an io.Closer, as net/http closes a request body,
+// once the call is over or ctx ended (which ends a blocked Read of a
+// pipe, a file or a connection); a Read of another reader still in
+// progress is left to return on its own.
 func (c *Client) UploadBatch(ctx context.Context, dir string, tar io.Reader) (domain.FSUpload, error) {
 	var out domain.FSUpload
 	var q url.Values
@@ -147,12 +149,12 @@ func (c *Client) UploadBatch(ctx context.Context, dir string, tar io.Reader) (do
 // cancelableBody returns the body of a request made on ctx that streams r:
 // it reads r on a goroutine of its own and ends with ctx's error as soon
 // as ctx ends, even while a Read of r blocks, since net/http waits for
-// the body's Read to return before the call returns. r is then closed if
-// it is an io.Closer (as net/http closes a request body), which ends a
-// blocked Read of a pipe, a file or a connection; a Read of any other
-// reader is left to return on its own, and the goroutine with it. stop
-// releases the body once the call is over. In-memory readers, which
-// never block, are returned as they are (their length known).
+// the body's Read to return before the call returns. r is closed, if it
+// is an io.Closer, once ctx ends or the call is over (stop), as net/http
+// closes a request body: that also ends a blocked Read of a pipe, a file
+// or a connection; a Read of any other reader is left to return on its
+// own, and the goroutine with it. In-memory readers, which never block,
+// are returned as they are (their length known).
 func cancelableBody(ctx context.Context, r io.Reader) (body io.Reader, stop func()) {
 	switch r.(type) {
 	case nil, *bytes.Reader, *bytes.Buffer, *strings.Reader:
@@ -163,20 +165,20 @@ func cancelableBody(ctx context.Context, r io.Reader) (body io.Reader, stop func
 		_, err := io.Copy(pw, r)
 		pw.CloseWithError(err) // nil: EOF
 	}()
+	var once sync.Once
 	abandon := func(err error) {
-		pr.CloseWithError(err)
-		if c, ok := r.(io.Closer); ok {
-			_ = c.Close()
-		}
+		once.Do(func() {
+			pr.CloseWithError(err)
+			if c, ok := r.(io.Closer); ok {
+				_ = c.Close()
+			}
+		})
 	}
 	after := context.AfterFunc(ctx, func() { abandon(ctx.Err()) })
 	return pr, func() {
-		if after() {
-			// The call is over: whatever of r was not sent is not
-			// wanted (a refusal came first); the copy ends at its next
-			// write. r is the caller's to close, as a body net/http
-			// has sent whole.
-			pr.CloseWithError(errors.New("request over"))
-		}
+		after()
+		// Whatever of r was not sent is not wanted (the daemon answered
+		// first); the copy ends at its next write.
+		abandon(errors.New("request over"))
 	}
 }
