@@ -248,10 +248,15 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 	finish := 10 * time.Second // stdin closed: what was written gets its answers
 	select {
 	case err := <-inDone:
-		if err != nil {
+		switch {
+		case errors.Is(out.writeErr(), syscall.EPIPE):
+			// An answer of ours found stdout closed (below).
+			log.Info("stdout closed by the client; closing")
+			editorGone = true
+		case err != nil:
 			// stdin unreadable: the session cannot go on correctly.
 			failure = fmt.Errorf("stdin: %w", err)
-		} else {
+		default:
 			log.Debug("stdin closed; finishing")
 		}
 	case <-writerDone:
