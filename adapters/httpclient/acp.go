@@ -3,6 +3,7 @@ package httpclient
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -32,10 +33,16 @@ func (c *Client) PostACP(ctx context.Context, serverID, agent string, msg []byte
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusAccepted {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 		return nil, nil
 	}
-	return io.ReadAll(resp.Body)
+	// An answer is one agent line, which the daemon bounds as the stream
+	// does.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxSSEEvent+1))
+	if err == nil && len(b) > DefaultMaxSSEEvent {
+		return nil, fmt.Errorf("post acp %q: answer longer than %d bytes", serverID, DefaultMaxSSEEvent)
+	}
+	return b, err
 }
 
 // StreamACP reads the server's SSE stream, calling fn for each event until

@@ -142,7 +142,8 @@ func (c *Client) httpClient() *http.Client {
 }
 
 // Do sends a request with an optional JSON body and decodes a JSON answer
-// into out (when out is non-nil). Non-2xx answers are *Problem errors.
+// of at most 64 MiB into out (when out is non-nil). Non-2xx answers are
+// *Problem errors.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	resp, err := c.Send(ctx, method, path, query, body)
 	if err != nil {
@@ -150,14 +151,18 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	defer resp.Body.Close()
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return nil
 }
+
+// maxAnswer bounds a JSON answer the package decodes: a daemon (or what
+// answers in its place) cannot make a client hold more than this.
+const maxAnswer = 64 << 20
 
 // Send sends a request and returns a 2xx response for the caller to read
 // and close; any other answer is returned as a *Problem error.
