@@ -157,11 +157,17 @@ func connLimitProblem(max int64) *Problem {
 }
 
 // refuseConn writes a 503 to a connection over the cap and closes it after
-// a short drain, so the client reads the answer instead of a reset.
+// a short drain, so the client reads the answer instead of a reset. The
+// answer waits for the request to begin (within the same second): an
+// HTTP/1.1 client such as Go's net/http takes bytes that come before its
+// request for an unsolicited response, drops the connection and fails the
+// request without the problem (and an ACP client could not tell it was
+// refused before anything was taken).
 func refuseConn(c net.Conn, max int64) {
 	defer c.Close()
 	body := connLimitProblem(max).Body()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
+	_, _ = c.Read(make([]byte, 1))
 	_, err := c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)))
 	if err != nil {

@@ -1,8 +1,10 @@
 package httpclient_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -58,6 +60,24 @@ func TestProblems(t *testing.T) {
 		t.Fatalf("session/new: %s %v", b, err)
 	}
 
+	t.Run("context", func(t *testing.T) {
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := c.ListAgents(cancelled, false, false)
+		var p *httpclient.Problem
+		if !errors.Is(err, context.Canceled) || errors.As(err, &p) {
+			t.Fatalf("cancelled context: %v", err)
+		}
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err = c.PostACP(short, "a", "", []byte(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"slow 2000"}]}}`))
+		if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &p) {
+			t.Fatalf("deadline before the daemon's 504: %v", err)
+		}
+	})
+
+	// The problems; the 503 last, since the connections it holds free
+	// their slots only once the daemon has seen them closed.
 	for _, tc := range []struct {
 		name       string
 		call       func() error
@@ -95,16 +115,28 @@ func TestProblems(t *testing.T) {
 					h.Close()
 				}
 			}()
+			// Each is proven admitted by a 200: a connection closed just
+			// before may hold its slot a moment longer, and one refused
+			// meanwhile is dialled again.
 			tr.CloseIdleConnections()
-			for range 6 {
+			for deadline := time.Now().Add(10 * time.Second); len(held) < 6; {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("only %d connections admitted in 10 s", len(held))
+				}
 				h, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 				if err != nil {
 					return err
 				}
+				fmt.Fprintf(h, "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok\r\n\r\n")
+				resp, err := http.ReadResponse(bufio.NewReader(h), nil)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					h.Close()
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
 				held = append(held, h)
 			}
-			err := c.Health(ctx)
-			return err
+			return c.Health(ctx)
 		}, 503, "overloaded", "overloaded", time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,21 +158,6 @@ func TestProblems(t *testing.T) {
 		})
 	}
 
-	t.Run("context", func(t *testing.T) {
-		cancelled, cancel := context.WithCancel(ctx)
-		cancel()
-		_, err := c.ListAgents(cancelled, false, false)
-		var p *httpclient.Problem
-		if !errors.Is(err, context.Canceled) || errors.As(err, &p) {
-			t.Fatalf("cancelled context: %v", err)
-		}
-		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		defer cancel()
-		_, err = c.PostACP(short, "a", "", []byte(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"slow 2000"}]}}`))
-		if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &p) {
-			t.Fatalf("deadline before the daemon's 504: %v", err)
-		}
-	})
 }
 
 // hungPeer listens on 127.0.0.1, accepts every connection, reads what it
