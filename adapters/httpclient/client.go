@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -155,9 +156,20 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		return nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		return withContext(ctx, fmt.Errorf("%s %s: decode answer: %w", method, path, err))
 	}
 	return nil
+}
+
+// withContext makes err, the failure of a call whose context has ended,
+// say so: net/http may report what the cancellation did to the connection
+// (a closed pipe, a reset) rather than the cancellation, and a caller
+// tells its own cancellation from a daemon's failure with errors.Is.
+func withContext(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
 }
 
 // maxAnswer bounds a JSON answer the package decodes: a daemon (or what
@@ -234,7 +246,7 @@ func (c *Client) finish(req *http.Request) (*http.Response, error) {
 	c.authorize(req)
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return nil, err
+		return nil, withContext(req.Context(), err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil

@@ -72,7 +72,7 @@ func (c *Client) ConnectTerminal(ctx context.Context, id string) (*Terminal, err
 		if resp != nil && resp.StatusCode/100 != 1 {
 			return nil, refusedUpgrade(resp)
 		}
-		return nil, fmt.Errorf("terminal of %s: %w", id, err)
+		return nil, withContext(ctx, fmt.Errorf("terminal of %s: %w", id, err))
 	}
 	ws.SetReadLimit(terminalReadLimit)
 	life, cancel := context.WithCancel(context.Background())
@@ -81,7 +81,7 @@ func (c *Client) ConnectTerminal(ctx context.Context, id string) (*Terminal, err
 	typ, b, err := ws.Read(ctx)
 	if err != nil {
 		t.Close()
-		return nil, fmt.Errorf("terminal of %s: %w", id, err)
+		return nil, withContext(ctx, fmt.Errorf("terminal of %s: %w", id, err))
 	}
 	var f terminalFrame
 	if typ != websocket.MessageText || json.Unmarshal(b, &f) != nil || f.Type != "ready" {
