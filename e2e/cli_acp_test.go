@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,5 +55,49 @@ func TestCLIAPIACP(t *testing.T) {
 	_, errOut, err = run("", "post", "nope", `{}`)
 	if err == nil || !strings.Contains(errOut, "missing required 'agent'") {
 		t.Fatalf("error not reported: %v %q", err, errOut)
+	}
+}
+
+// TestCLIAPIInterrupted: an api command waiting on a daemon that never
+// answers ends on Ctrl-C (SIGINT) instead of hanging: the stream quietly
+// (exit 0, the normal way out of it), the others with the interruption as
+// their error (exit 1).
+func TestCLIAPIInterrupted(t *testing.T) {
+	t.Parallel()
+	url, seen := hungPeer(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"agents", "list"}, 1},
+		{[]string{"acp", "post", "s", "--agent", "mock", initMsg}, 1},
+		{[]string{"acp", "stream", "s"}, 0},
+	} {
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			cmd := exec.Command(harness.Binary, append(append([]string{"api"}, tc.args...), "--endpoint", url)...)
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-seen:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("the request never reached the peer")
+			}
+			cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case err := <-done:
+				if code := exitCode(err); code != tc.code {
+					t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, errb.String())
+				}
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("still running 10 s after SIGINT")
+			}
+		})
 	}
 }

@@ -282,7 +282,11 @@ func connLimitProblem(max int64) *Problem {
 // refuseConn writes a 503 problem to a connection the daemon will not
 // serve (over the cap, or accepted on the descriptor reserve) and closes
 // it after a short drain, so the client reads the answer instead of a
-// reset.
+// reset. The answer waits for the request to begin (within linger): an
+// HTTP/1.1 client such as Go's net/http takes bytes that come before its
+// request for an unsolicited response, drops the connection and fails the
+// request without the problem (and an ACP client could not tell it was
+// refused before anything was taken).
 //
 // linger bounds the whole: a second for a connection over the cap (each
 // has a goroutine of its own); less for one accepted on the descriptor
@@ -292,6 +296,7 @@ func refuseConn(c net.Conn, p *Problem, linger time.Duration) {
 	defer c.Close()
 	body := p.Body()
 	_ = c.SetDeadline(time.Now().Add(linger))
+	_, _ = c.Read(make([]byte, 1))
 	_, err := c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
@@ -102,4 +103,45 @@ func TestConnLimitCountsStreams(t *testing.T) {
 	if rec.Code != 200 || l.open.Load() != 1 {
 		t.Fatalf("after the first stream ended: %d, %d open", rec.Code, l.open.Load())
 	}
+}
+
+// A connection over --max-conns is answered once its request has begun,
+// not before: Go's net/http client takes an answer that comes first for
+// an unsolicited one and fails the request without it. In a bubble, over
+// a net.Pipe: nothing can be read before the request is written; then the
+// 503 can.
+func TestRefusedConnAnswersTheRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client, server := net.Pipe()
+		defer client.Close()
+		done := make(chan struct{})
+		go func() { refuseConn(server, connLimitProblem(1), time.Second); close(done) }()
+		type answer struct {
+			resp *http.Response
+			body string
+			err  error
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+			var b []byte
+			if err == nil {
+				b, _ = io.ReadAll(resp.Body)
+			}
+			answered <- answer{resp, string(b), err}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		select {
+		case a := <-answered:
+			t.Fatalf("answered before the request: %+v", a)
+		default:
+		}
+		go io.WriteString(client, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+		a := <-answered
+		if a.err != nil || a.resp.StatusCode != 503 || a.resp.Header.Get("Retry-After") != "1" || !strings.Contains(a.body, "--max-conns") {
+			t.Fatalf("%+v", a)
+		}
+		client.Close()
+		<-done
+	})
 }

@@ -3,6 +3,7 @@ package httpclient
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -32,16 +33,25 @@ func (c *Client) PostACP(ctx context.Context, serverID, agent string, msg []byte
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusAccepted {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 		return nil, nil
 	}
-	return io.ReadAll(resp.Body)
+	// An answer is one agent line, which the daemon bounds as the stream
+	// does.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxSSEEvent+1))
+	if err == nil && len(b) > DefaultMaxSSEEvent {
+		return nil, fmt.Errorf("post acp %q: answer longer than %d bytes", serverID, DefaultMaxSSEEvent)
+	}
+	return b, err
 }
 
 // StreamACP reads the server's SSE stream, calling fn for each event until
-// the stream ends (nil), ctx is done (ctx.Err()), or fn returns an error.
-// lastEventID, when non-empty, resumes after that event. It does not
-// reconnect; DialACP does.
+// the stream ends (nil: the daemon closed it, the instance deleted say),
+// ctx is done (ctx.Err()), fn returns an error, or the stream fails (a
+// stream cut short; one on which the daemon sent nothing for 45 s, when it
+// writes a heartbeat every 15 s, is an error wrapping
+// ErrDaemonUnreachable). lastEventID, when non-empty, resumes after that
+// event. It does not reconnect; DialACP does.
 func (c *Client) StreamACP(ctx context.Context, serverID, lastEventID string, fn func(ACPEvent) error) error {
 	h := http.Header{}
 	if lastEventID != "" {

@@ -17,8 +17,9 @@ import (
 // ACPOptions tune DialACP. The zero value is ready to use.
 type ACPOptions struct {
 	// ReconnectTimeout is how long the connection keeps trying to reach the
-	// daemon (event stream reconnects, POSTs that could not connect) before
-	// it gives up: pending requests get JSON-RPC errors and the connection
+	// daemon (event stream reconnects, POSTs that could not connect or
+	// were refused with 503, a daemon that stopped answering) before it
+	// gives up: pending requests get JSON-RPC errors and the connection
 	// fails with ErrDaemonUnreachable. Default 30 s.
 	ReconnectTimeout time.Duration
 	// DeleteOnClose deletes the server instance when the connection is
@@ -43,8 +44,11 @@ var (
 	// ErrInstanceGone: the server instance no longer exists on the daemon
 	// (deleted by someone else, or the daemon restarted and lost it).
 	ErrInstanceGone = errors.New("acp server instance is gone")
-	// ErrDaemonUnreachable: the daemon could not be reached for longer than
-	// ACPOptions.ReconnectTimeout.
+	// ErrDaemonUnreachable: the daemon could not be reached, or stopped
+	// answering (it took connections and sent nothing, not even the
+	// event stream's heartbeat, for 45 s), for longer than
+	// ACPOptions.ReconnectTimeout. StreamACP and FollowProcessLogs end
+	// with it too when their stream falls silent for 45 s.
 	ErrDaemonUnreachable = errors.New("daemon unreachable")
 	// ErrReplayGap is the message of the JSON-RPC errors given to requests
 	// pending when the daemon reported lost events (_adapter/replay_gap).
@@ -69,6 +73,7 @@ type AgentExitedError struct {
 	Code    *int // nil when the agent was killed by a signal
 }
 
+// Error says how the agent ended.
 func (e *AgentExitedError) Error() string {
 	if e.Code == nil {
 		return "agent process exited (killed by a signal)"
@@ -111,9 +116,13 @@ func (e *AgentExitedError) Error() string {
 // answers that matter (initialize, session/new) before sending more.
 //
 // A problem answer (413 for a message over the daemon's --max-acp-body,
-// 401, 503 when it is overloaded, ...) becomes a JSON-RPC error for that
-// request (code -32603, the problem document as error.data), and a logged
-// warning for a notification or a response; the connection goes on. A
+// 401, ...) becomes a JSON-RPC error for that request (code -32603, the
+// problem document as error.data), and a logged warning for a
+// notification or a response; the connection goes on. A 503 (the daemon
+// overloaded: it took nothing) is first sent again after its Retry-After
+// (at least a second) until ReconnectTimeout: a notification or a
+// response has no other way to reach the agent. A retried request may
+// reach the agent after messages written behind it. A
 // message of 1 MiB or more asks the daemon first (Expect: 100-continue),
 // so such an answer comes before its body was sent. A request the daemon
 // stopped waiting for (504) is answered by the agent's late response from
@@ -122,10 +131,11 @@ func (e *AgentExitedError) Error() string {
 // # Delivery: at most once
 //
 // No message is sent twice. A POST is sent again only when nothing of it
-// was sent: when no connection to the daemon could be made (again until
+// was taken: when no connection to the daemon could be made (again until
 // ReconnectTimeout; then the connection fails with ErrDaemonUnreachable),
-// and in net/http's own retry on a kept-alive connection found closed
-// before a byte was written to it. A POST whose connection fails later is
+// in net/http's own retry on a kept-alive connection found closed before
+// a byte was written to it, and after a 503 (above). A POST whose
+// connection fails later is
 // not sent again, and what the caller sees depends on how far it got:
 //
 //   - Cut short while it was being written (typically a large message the
@@ -146,8 +156,22 @@ func (e *AgentExitedError) Error() string {
 //   - In both cases a notification or a response is dropped with a logged
 //     warning; Write does not fail for it.
 //
-// Write and Read may be called concurrently with each other; each from one
-// goroutine at a time. Close stops every goroutine the connection started.
+// # Failures and lifetime
+//
+// The connection ends with an error Read returns after every message
+// before it (and a JSON-RPC error for each request still pending):
+// ErrDaemonUnreachable when the daemon could not be reached, or stopped
+// answering, for ReconnectTimeout (a daemon that keeps its connections
+// open and sends nothing, not even the event stream's heartbeat, for 45 s
+// has stopped answering; the time counts from its last sign of life),
+// ErrInstanceGone, *AgentExitedError. A request still creating the
+// instance is waited for until Close: an agent may take minutes to
+// install.
+//
+// Read, Write, CloseWrite and Close may be called from any goroutine;
+// concurrent Writes are taken one at a time (each keeps its lines whole
+// when it holds whole lines). Close ends every call in progress and stops
+// every goroutine the connection started.
 type ACPConn struct {
 	// Four parts, each a small type owning its state: send (the POSTs),
 	// recv (the event stream), pending (the requests awaiting answers:
@@ -179,7 +203,9 @@ type ACPConn struct {
 // on (agent, when given, must match the instance's); otherwise agent is
 // required and the first message written creates the instance (POST
 // ?agent=). A daemon that is not reachable yet is waited for up to
-// ACPOptions.ReconnectTimeout (bounded by ctx). opts may be nil. The caller
+// ACPOptions.ReconnectTimeout (bounded by ctx), as is one that takes the
+// connection and does not answer. ctx bounds the dial only: the
+// connection lives until Close or a failure. opts may be nil. The caller
 // must Close the connection.
 func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPOptions) (*ACPConn, error) {
 	if !domain.ValidServerID(serverID) {
@@ -244,18 +270,31 @@ func (c *Client) DialACP(ctx context.Context, serverID, agent string, opts *ACPO
 }
 
 // listPatiently lists the instances, waiting up to patience for a daemon
-// that is not listening yet (an editor may start before the sandbox is up).
-// Answers, problems included, are final.
+// that is not listening yet (an editor may start before the sandbox is up)
+// or that does not answer (a daemon stopped, or a dead peer behind a
+// proxy, accepts and never replies): each attempt is bounded by what is
+// left of patience (at least a second). Answers, problems included, are
+// final; ctx ending returns ctx.Err().
 func (c *Client) listPatiently(ctx context.Context, patience time.Duration, log *slog.Logger) ([]ACPServer, error) {
 	deadline := time.Now().Add(patience)
 	backoff := 50 * time.Millisecond
 	for waited := false; ; waited = true {
-		servers, err := c.ListACPServers(ctx)
+		// An answer gets at least a second, however short the patience.
+		actx, cancel := context.WithDeadline(ctx, later(deadline, time.Now().Add(time.Second)))
+		servers, err := c.ListACPServers(actx)
+		cancel()
 		var p *Problem
-		if err == nil || errors.As(err, &p) || ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err == nil || errors.As(err, &p):
 			return servers, err
-		}
-		if time.Now().Add(backoff).After(deadline) {
+		case errors.Is(err, context.DeadlineExceeded):
+			// Our deadline, not the caller's: the daemon took the
+			// connection and never answered. Not a context error for
+			// the caller.
+			return nil, fmt.Errorf("%w at %s for %v: no answer (%v)", ErrDaemonUnreachable, c.BaseURL, patience, err)
+		case !time.Now().Add(backoff).Before(deadline):
 			return nil, fmt.Errorf("%w at %s for %v: %w", ErrDaemonUnreachable, c.BaseURL, patience, err)
 		}
 		if !waited {
@@ -268,6 +307,13 @@ func (c *Client) listPatiently(ctx context.Context, patience time.Duration, log 
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // ServerID is the instance this connection talks to.
@@ -374,10 +420,12 @@ func (a *ACPConn) Err() error {
 	return err
 }
 
-// Close stops the connection at once: in-flight POSTs and the stream are
-// abandoned, and every goroutine of the connection has returned when Close
-// does. With DeleteOnClose it then deletes the instance (bounded by 5 s).
-// Reads after Close return ErrClosed (or the earlier failure). Idempotent.
+// Close stops the connection: in-flight POSTs and the stream are
+// abandoned, calls in progress return, and every goroutine of the
+// connection has returned when Close does. With DeleteOnClose it first
+// gives a request still creating the instance up to 2 s to finish, then
+// deletes the instance (up to 5 s; its error is Close's). Reads after
+// Close return ErrClosed (or the earlier failure). Idempotent.
 func (a *ACPConn) Close() error {
 	first := false
 	a.closed.Do(func() { first = true; close(a.done) })

@@ -149,7 +149,8 @@ func TestACPConnPostTarget(t *testing.T) {
 }
 
 // An answer the daemon gives before reading a large body (413 over its
-// limit, 401, 503 overloaded) reaches the reader as a JSON-RPC error
+// limit, 401, 503 overloaded with a Retry-After past the reconnect
+// window, which is not waited for) reaches the reader as a JSON-RPC error
 // carrying that problem, at once and once; the connection goes on. With
 // the default client's settings the body is not even sent (Expect:
 // 100-continue); with a plain client, net/http reads the answer while it
@@ -172,6 +173,9 @@ func TestACPConnEarlyAnswer(t *testing.T) {
 							return false
 						}
 						refused.Add(1)
+						if status == http.StatusServiceUnavailable {
+							w.Header().Set("Retry-After", "3600")
+						}
 						w.Header().Set("Content-Type", "application/problem+json")
 						w.WriteHeader(status)
 						fmt.Fprintf(w, `{"type":"urn:sandbox-agent:error:early","title":"Early","status":%d,"detail":"refused before the body"}`, status)

@@ -135,13 +135,17 @@ func (q *inbox) take(p []byte) (n int, ended bool, err error) {
 	return n, q.ended, q.err
 }
 
+// full reports whether the queue is at its bounds.
+func (q *inbox) full() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.lines) >= maxQueued || q.size >= maxQueuedBytes
+}
+
 // waitSpace returns once the queue is under its bounds, or ctx is done.
 func (q *inbox) waitSpace(ctx context.Context) {
 	for {
-		q.mu.Lock()
-		full := len(q.lines) >= maxQueued || q.size >= maxQueuedBytes
-		q.mu.Unlock()
-		if !full {
+		if !q.full() {
 			return
 		}
 		select {

@@ -15,10 +15,6 @@ import (
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
-// streamIdleTimeout: a stream that sent nothing, not even a heartbeat
-// (every 15 s), for this long is dead.
-const streamIdleTimeout = 45 * time.Second
-
 // receiver reads an ACPConn's event stream (GET /v1/acp/{id}), which
 // carries every agent message, responses included, numbered in the order
 // the agent wrote them. It owns one goroutine, started once the instance is
@@ -82,7 +78,7 @@ func (r *receiver) run() {
 	backoff := 20 * time.Millisecond
 	for {
 		began := time.Now()
-		connected, err := r.once()
+		alive, err := r.once()
 		if r.ctx.Err() != nil {
 			return
 		}
@@ -100,17 +96,19 @@ func (r *receiver) run() {
 			r.fail(fmt.Errorf("acp stream %q: %w", r.serverID, err)) // a reconnect would replay it
 			return
 		}
-		if connected {
-			// The daemon was there: the reconnect timeout counts from now.
-			// A daemon that answers and hangs up at once, over and over,
-			// still backs off.
-			downSince = time.Time{}
+		switch {
+		case !alive.IsZero():
+			// The daemon was there until alive: the reconnect timeout
+			// counts from then. A stream cut now counts from now; one
+			// that fell silent counts from its last byte. A daemon that
+			// answers and hangs up at once, over and over, still backs
+			// off.
+			downSince = alive
 			if time.Since(began) > time.Second {
 				backoff = 20 * time.Millisecond
 			}
-		}
-		if downSince.IsZero() {
-			downSince = time.Now()
+		case downSince.IsZero():
+			downSince = began
 		}
 		if time.Since(downSince) > r.reconnect {
 			r.fail(fmt.Errorf("%w for %v (event stream of %q: %v)", ErrDaemonUnreachable, r.reconnect, r.serverID, err))
@@ -127,49 +125,43 @@ func (r *receiver) run() {
 }
 
 // once reads the stream from after the last delivered event until it
-// ends; connected reports whether the daemon answered 200.
-func (r *receiver) once() (connected bool, err error) {
-	ctx, cancel := context.WithCancel(r.ctx)
-	defer cancel()
+// ends. alive is when the daemon last showed life on it (its answer, or a
+// byte of the stream); zero when it never answered. A wait longer than
+// streamIdleTimeout, for the answer or for the next byte, ends the attempt
+// (see silence).
+func (r *receiver) once() (alive time.Time, err error) {
+	w := watchSilence(r.ctx)
+	defer w.stop()
 	h := http.Header{}
 	h.Set("Accept", "text/event-stream")
 	h.Set("Last-Event-ID", strconv.FormatUint(r.lastSeq, 10))
-	resp, err := r.c.raw(ctx, http.MethodGet, acpPath(r.serverID), nil, nil, "", h)
+	resp, err := r.c.raw(w.ctx, http.MethodGet, acpPath(r.serverID), nil, nil, "", h)
 	if err != nil {
-		return false, err
+		return time.Time{}, w.err(err)
 	}
 	r.log.Debug("acp event stream connected", "last_event_id", r.lastSeq)
 	defer resp.Body.Close()
-	idle := time.AfterFunc(streamIdleTimeout, cancel)
-	defer idle.Stop()
-	events := NewSSEReader(&idleReader{r: resp.Body, t: idle}, 0)
+	events := NewSSEReader(w.body(resp.Body), 0)
 	for {
 		ev, err := events.Next()
 		if err != nil {
 			if err == io.EOF {
 				err = errors.New("stream ended")
 			}
-			return true, err
+			return w.last, w.err(err)
 		}
 		if r.onEvent(ev) {
-			return true, errStopStream
+			return w.last, errStopStream
 		}
-		r.in.waitSpace(r.ctx)
+		if r.in.full() {
+			// The reader is behind: the stream waits (the daemon's
+			// replay buffer holds what comes meanwhile), and the
+			// silence is ours, not the daemon's.
+			w.pause()
+			r.in.waitSpace(r.ctx)
+			w.resume()
+		}
 	}
-}
-
-// idleReader restarts its timer whenever bytes arrive.
-type idleReader struct {
-	r io.Reader
-	t *time.Timer
-}
-
-func (i *idleReader) Read(p []byte) (int, error) {
-	n, err := i.r.Read(p)
-	if n > 0 {
-		i.t.Reset(streamIdleTimeout)
-	}
-	return n, err
 }
 
 // onEvent delivers one stream event; it reports whether the connection

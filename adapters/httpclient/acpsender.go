@@ -141,13 +141,24 @@ func (s *sender) deliver(line []byte, f domain.Frame, written chan struct{}) {
 		agent := s.agent
 		s.mu.Unlock()
 		r := s.post(line, agent, wrote)
+		if firstFailure.IsZero() && r.err != nil {
+			firstFailure = time.Now()
+		}
 		var p *Problem
+		wait := backoff
 		switch {
 		case s.ctx.Err() != nil:
 			return
 		case r.err == nil:
 			s.answered(f, r)
 			return
+		case errors.As(r.err, &p) && p.Status == http.StatusServiceUnavailable && time.Since(firstFailure)+max(p.RetryAfter, time.Second) <= s.reconnect:
+			// Overloaded (or a proxy's sandbox not ready): the daemon
+			// took nothing, and says when to come back. A notification
+			// or a response has no other way to reach the agent (an
+			// answer to a permission request lost would hang the turn).
+			wait = max(p.RetryAfter, time.Second)
+			s.log.Warn("acp post: the daemon is overloaded, nothing taken; sending again", "method", f.Method, "id", string(f.ID), "after", wait, "err", p)
 		case errors.As(r.err, &p):
 			s.refused(f, p)
 			return
@@ -157,21 +168,18 @@ func (s *sender) deliver(line []byte, f domain.Frame, written chan struct{}) {
 		case r.fate == maybeTaken:
 			s.unknown(f, r.err)
 			return
-		}
-		if firstFailure.IsZero() {
-			firstFailure = time.Now()
-		}
-		if time.Since(firstFailure) > s.reconnect {
+		case time.Since(firstFailure) > s.reconnect:
 			s.fail(fmt.Errorf("%w for %v (POST to %q: %v)", ErrDaemonUnreachable, s.reconnect, s.serverID, r.err))
 			return
+		default:
+			s.log.Warn("acp post: daemon not reachable, nothing sent; retrying", "err", r.err, "attempt", attempt)
+			backoff = min(backoff*2, time.Second)
 		}
-		s.log.Warn("acp post: daemon not reachable, nothing sent; retrying", "err", r.err, "attempt", attempt)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-s.ctx.Done():
 			return
 		}
-		backoff = min(backoff*2, time.Second)
 	}
 }
 

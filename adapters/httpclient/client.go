@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -56,20 +57,32 @@ type Router struct {
 const DefaultTokenHeader = "X-Sandbox-Agent-Token"
 
 // Problem is a non-2xx answer of the daemon: its application/problem+json
-// document (RFC 9457), or for an answer that is not one, the status and the
-// body's text as Detail. Every call of this package returns it as an error;
-// get it with errors.As:
+// document (RFC 9457), or for an answer that is not one (a proxy's error
+// page, say), the status and the body's text as Detail. Every call of this
+// package returns it as an error, wrapped or not; get it with errors.As:
 //
 //	var p *httpclient.Problem
 //	if errors.As(err, &p) && p.Kind() == "session_not_found" { ... }
+//
+// The kinds and their statuses are the daemon's error table (docs/api.md):
+// 400 invalid_request, 401 token_invalid, 403 permission_denied, 404
+// not_found or session_not_found, 409 conflict, 413 payload_too_large, 429
+// too_many_instances or too_many_requests, 503 overloaded, 504 timeout, ...
+// A Problem is always the daemon's (or a proxy's) answer: a context that
+// ended, or a daemon that could not be reached, is never one.
 type Problem struct {
-	Status    int            `json:"status"`
-	Type      string         `json:"type"`
-	Title     string         `json:"title"`
-	Detail    string         `json:"detail"`
-	Agent     string         `json:"agent,omitempty"`
-	SessionID string         `json:"sessionId,omitempty"`
-	Details   map[string]any `json:"details,omitempty"`
+	Status    int            `json:"status"`              // the HTTP status
+	Type      string         `json:"type"`                // urn:sandbox-agent:error:<kind>; see Kind
+	Title     string         `json:"title"`               // the kind's title, e.g. "Session Not Found"
+	Detail    string         `json:"detail"`              // the daemon's message, e.g. "session not found: s1"
+	Agent     string         `json:"agent,omitempty"`     // the agent concerned, for agent errors
+	SessionID string         `json:"sessionId,omitempty"` // the instance or config entry concerned
+	Details   map[string]any `json:"details,omitempty"`   // the kind's facts: message, stderr, exitCode, limitBytes, ...
+	// RetryAfter is the answer's Retry-After (429, 503: the daemon did
+	// nothing, and the same request may succeed after it); zero when the
+	// answer had none. The calls of this package do not retry on their
+	// own, but for an ACPConn's POSTs (see ACPConn).
+	RetryAfter time.Duration `json:"-"`
 	// Raw is the body as received (at most 1 MiB), extensions included.
 	Raw json.RawMessage `json:"-"`
 }
@@ -85,6 +98,8 @@ func (p *Problem) Kind() string {
 	return kind
 }
 
+// Error is the status and the daemon's message, with the agent's stderr
+// or the details' message when the detail does not already say it.
 func (p *Problem) Error() string {
 	msg := fmt.Sprintf("%d %s", p.Status, p.Detail)
 	if s, ok := p.Details["stderr"].(string); ok && s != "" {
@@ -94,6 +109,14 @@ func (p *Problem) Error() string {
 	}
 	return msg
 }
+
+// CloseIdleConnections closes the kept-alive connections the Client's
+// net/http client holds idle (the package's default client is shared by
+// every Client without an HTTP of its own); calls in progress go on. For a
+// leak checker (goleak, say) at the end of a test: after a call returned
+// and its body or connection was closed, these are the only connections
+// and goroutines of the package left.
+func (c *Client) CloseIdleConnections() { c.httpClient().CloseIdleConnections() }
 
 // defaultHTTP bounds connecting, never answering: installs and synchronous
 // ACP requests answer when they are done, and streams never end. Callers
@@ -120,7 +143,8 @@ func (c *Client) httpClient() *http.Client {
 }
 
 // Do sends a request with an optional JSON body and decodes a JSON answer
-// into out (when out is non-nil). Non-2xx answers are *Problem errors.
+// of at most 64 MiB into out (when out is non-nil). Non-2xx answers are
+// *Problem errors.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	resp, err := c.Send(ctx, method, path, query, body)
 	if err != nil {
@@ -128,14 +152,29 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	defer resp.Body.Close()
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
+		return withContext(ctx, fmt.Errorf("%s %s: decode answer: %w", method, path, err))
 	}
 	return nil
 }
+
+// withContext makes err, the failure of a call whose context has ended,
+// say so: net/http may report what the cancellation did to the connection
+// (a closed pipe, a reset) rather than the cancellation, and a caller
+// tells its own cancellation from a daemon's failure with errors.Is.
+func withContext(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// maxAnswer bounds a JSON answer the package decodes: a daemon (or what
+// answers in its place) cannot make a client hold more than this.
+const maxAnswer = 64 << 20
 
 // Send sends a request and returns a 2xx response for the caller to read
 // and close; any other answer is returned as a *Problem error.
@@ -207,29 +246,49 @@ func (c *Client) finish(req *http.Request) (*http.Response, error) {
 	c.authorize(req)
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return nil, err
+		return nil, withContext(req.Context(), err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return nil, parseProblem(resp.StatusCode, b)
+	return nil, parseProblem(resp, b)
 }
 
-// parseProblem decodes a non-2xx body; one that is not a problem document
-// becomes a Problem with the status and the text.
-func parseProblem(status int, b []byte) *Problem {
+// parseProblem decodes a non-2xx answer whose body is b; one that is not a
+// problem document becomes a Problem with the status and the text.
+func parseProblem(resp *http.Response, b []byte) *Problem {
 	p := &Problem{}
 	if json.Unmarshal(b, p) != nil || p.Status == 0 {
-		p = &Problem{Status: status, Detail: strings.TrimSpace(string(b))}
+		p = &Problem{Status: resp.StatusCode, Detail: strings.TrimSpace(string(b))}
 		if p.Detail == "" {
-			p.Detail = http.StatusText(status)
+			p.Detail = http.StatusText(resp.StatusCode)
 		}
-		return p
+	} else {
+		p.Raw = append(json.RawMessage(nil), b...)
 	}
-	p.Raw = append(json.RawMessage(nil), b...)
+	p.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return p
+}
+
+// retryAfter reads a Retry-After value: seconds, or an HTTP date (the
+// time left until it); zero when absent, unreadable or past.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(min(s, int64(24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 // Health is GET /v1/health: nil when the daemon answers {"status":"ok"}.

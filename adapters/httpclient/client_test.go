@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
@@ -86,5 +87,34 @@ func TestClientHeaders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A daemon (or whatever answers in its place, from inside a sandbox) that
+// sends an answer without end cannot make the client hold it: a JSON
+// answer is decoded from at most 64 MiB, an ACP answer read up to an agent
+// line's limit, and the call fails.
+func TestClientBoundsAnswers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":"`)
+		} else {
+			io.WriteString(w, `{"agents":[`)
+		}
+		chunk := []byte(strings.Repeat(`{"id":"x"},`, 1<<10))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL}
+	if _, err := c.ListAgents(context.Background(), false, false); err == nil {
+		t.Fatal("an endless answer was decoded")
+	}
+	if _, err := c.PostACP(context.Background(), "s", "", []byte(`{"jsonrpc":"2.0","id":1,"method":"m"}`)); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("an endless ACP answer: %v", err)
 	}
 }

@@ -62,7 +62,7 @@ func (c *Client) configGet(ctx context.Context, path, dir, key, name string) ([]
 // decodeBody decodes a JSON answer and closes it.
 func decodeBody(resp *http.Response, out any) error {
 	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
 		return err
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -142,4 +143,34 @@ func TestTypedCallsAgainstDaemon(t *testing.T) {
 	if _, err := c.ACPStderr(ctx, "typed-acp"); !errors.As(err, &p) || p.Kind() != "session_not_found" {
 		t.Fatalf("stderr after close: %v", err)
 	}
+}
+
+// TestWriteFileFromAPipe: WriteFile streams a pipe (of unknown length) to
+// the daemon whole, and closes it once done, as net/http closes a request
+// body.
+func TestWriteFileFromAPipe(t *testing.T) {
+	ctx := context.Background()
+	c := &httpclient.Client{BaseURL: daemonURL}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	want := strings.Repeat("0123456789", 100_000)
+	go func() {
+		io.WriteString(pw, want)
+		pw.Close()
+	}()
+	w, err := c.WriteFile(ctx, "piped/file", pr)
+	if err != nil || w.BytesWritten != int64(len(want)) {
+		t.Fatalf("write: %+v %v", w, err)
+	}
+	if _, err := pr.Read(make([]byte, 1)); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("the pipe was not closed: %v", err)
+	}
+	got, err := c.ReadFile(ctx, "piped/file")
+	if err != nil || string(got) != want {
+		t.Fatalf("read back %d bytes: %v", len(got), err)
+	}
+	c.DeleteFSEntry(ctx, "piped", true)
 }

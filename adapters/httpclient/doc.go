@@ -37,9 +37,18 @@
 // TokenHeader (DefaultTokenHeader unless set), which the daemon reads with
 // --token-header.
 //
+// # Errors
+//
 // Every non-2xx answer is returned as a *Problem, the daemon's
-// application/problem+json document (status, type, detail, extensions and
-// the raw body); get it with errors.As.
+// application/problem+json document (status, kind, the daemon's message,
+// extensions, Retry-After and the raw body); get it with errors.As. A
+// context that ended is the context's error (errors.Is), never a
+// *Problem, and the daemon's own timeout (504) is never a context error.
+// ErrDaemonUnreachable, ErrInstanceGone, ErrClosed and *AgentExitedError
+// end an ACPConn; StreamACP and FollowProcessLogs end with
+// ErrDaemonUnreachable on a stream the daemon stopped writing to, and a
+// followed log cut before the process's exit with io.ErrUnexpectedEOF.
+// No call retries on its own but an ACPConn's POSTs (see ACPConn).
 //
 // # ACP
 //
@@ -57,9 +66,10 @@
 // stream reconnects and daemon hiccups up to ACPOptions.ReconnectTimeout.
 // Every client message is POSTed through the Client's net/http client, in
 // order and at most once: it is sent again only when no connection could
-// be made for it, and what the caller sees when a connection breaks after
-// a message was sent (a JSON-RPC error, or the response awaited on the
-// stream) is set out under ACPConn. "sandbox-agent acp", the stdio bridge
+// be made for it or the daemon refused it as overloaded (503), and what
+// the caller sees when a connection breaks after a message was sent (a
+// JSON-RPC error, or the response awaited on the stream) is set out under
+// ACPConn. "sandbox-agent acp", the stdio bridge
 // for editors, is this connection copied to stdin and stdout.
 //
 // # Transport
@@ -68,6 +78,12 @@
 // connects, kept-alive connections; an ACP message of 1 MiB or more asks
 // the daemon before its body is sent, Expect: 100-continue, waiting at most
 // a second for the go-ahead). The package writes no HTTP of its own.
+//
+// Every call taking a context returns when it ends, whatever the daemon
+// does (WriteFile and UploadBatch too, while the caller's reader blocks).
+// What the caller must close: an ACPConn, a Terminal, the body OpenFile
+// returns; then nothing of the call is left but idle kept-alive
+// connections (CloseIdleConnections).
 //
 // SSEReader is the package's Server-Sent Events parser, usable on its own.
 package httpclient

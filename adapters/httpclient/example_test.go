@@ -1,6 +1,8 @@
 package httpclient_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -117,4 +119,129 @@ func ExampleProblem() {
 	}
 	// Output:
 	// 400 unsupported_agent no-such-agent
+}
+
+// A tar archive streamed from any io.Reader (a file, a pipe, a buffer)
+// into a directory of the sandbox, extracted by the daemon.
+func ExampleClient_UploadBatch() {
+	ctx := context.Background()
+	c := &httpclient.Client{BaseURL: daemonURL}
+
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	for _, f := range []struct{ name, body string }{{"README.md", "# demo\n"}, {"src/main.go", "package main\n"}} {
+		tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body))})
+		tw.Write([]byte(f.body))
+	}
+	tw.Close()
+
+	res, err := c.UploadBatch(ctx, "project", &tarball)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("extracted:", len(res.Paths), "files")
+	b, err := c.ReadFile(ctx, "project/src/main.go")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("src/main.go: %q\n", b)
+	c.DeleteFSEntry(ctx, "project", true)
+	// Output:
+	// extracted: 2 files
+	// src/main.go: "package main\n"
+}
+
+// A command run to its end in the sandbox: its exit code and output.
+func ExampleClient_RunProcess() {
+	c := &httpclient.Client{BaseURL: daemonURL}
+	run, err := c.RunProcess(context.Background(), httpclient.ProcessRunRequest{
+		Command: "sh", Args: []string{"-c", "echo hello; echo oops >&2; exit 2"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("exit %d, stdout %q, stderr %q\n", *run.ExitCode, run.Stdout, run.Stderr)
+	// Output:
+	// exit 2, stdout "hello\n", stderr "oops\n"
+}
+
+// A process started in the background and its log followed live to its
+// exit.
+func ExampleClient_FollowProcessLogs() {
+	ctx := context.Background()
+	c := &httpclient.Client{BaseURL: daemonURL}
+	p, err := c.CreateProcess(ctx, httpclient.ProcessCreateRequest{
+		Command: "sh", Args: []string{"-c", "echo one; echo two; exit 4"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var out []byte
+	err = c.FollowProcessLogs(ctx, p.ID, httpclient.ProcessLogsQuery{}, func(ev httpclient.ProcessLogEvent) error {
+		switch {
+		case ev.Entry != nil:
+			data, err := httpclient.DecodeLogData(*ev.Entry)
+			if err != nil {
+				return err
+			}
+			out = append(out, data...)
+		case ev.Exit != nil:
+			fmt.Println("exit code:", *ev.Exit.ExitCode)
+		}
+		return nil
+	})
+	if err != nil { // the stream failed before the exit
+		log.Fatal(err)
+	}
+	fmt.Printf("output: %q\n", out)
+	c.DeleteProcess(ctx, p.ID)
+	// Output:
+	// exit code: 4
+	// output: "one\ntwo\n"
+}
+
+// A shell on a terminal in the sandbox, typed into over its WebSocket:
+// the terminal is an io.ReadWriteCloser whose Read ends with io.EOF when
+// the process exits.
+func ExampleClient_ConnectTerminal() {
+	ctx := context.Background()
+	c := &httpclient.Client{BaseURL: daemonURL}
+	p, err := c.CreateProcess(ctx, httpclient.ProcessCreateRequest{Command: "sh", TTY: true, Interactive: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	term, err := c.ConnectTerminal(ctx, p.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer term.Close() // the process goes on; here it has exited
+	term.Resize(120, 40)
+	io.WriteString(term, "echo $((6*7)); exit 3\n")
+	out, err := io.ReadAll(term) // the output, echo included, to the exit
+	if err != nil {
+		log.Fatal(err)
+	}
+	code, exited := term.ExitCode()
+	fmt.Println("saw 42:", strings.Contains(string(out), "42"))
+	fmt.Println("exited:", exited, *code)
+	c.DeleteProcess(ctx, p.ID)
+	// Output:
+	// saw 42: true
+	// exited: true 3
+}
+
+// Behind a router in front of many sandboxes (agent-sandbox's
+// sandbox-router): BaseURL is the router's, Router names the sandbox and
+// carries the router's token, and the daemon's token travels in
+// X-Sandbox-Agent-Token (the daemon's --token-header). routerURL is a
+// stand-in router that checks those headers.
+func ExampleRouter() {
+	c := &httpclient.Client{BaseURL: routerURL, Token: "daemon-token",
+		Router: &httpclient.Router{SandboxID: "my-sandbox", Port: 8888, Token: "router-token"}}
+	if err := c.Health(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("the sandbox's daemon answers")
+	// Output:
+	// the sandbox's daemon answers
 }

@@ -1,12 +1,16 @@
 package httpclient
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
@@ -68,9 +72,13 @@ func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
 
 // WriteFile is PUT /v1/fs/file: r is streamed to the daemon, which writes
 // it atomically (temporary file, then rename) and creates the parents.
+// When ctx ends the call returns at once, even while a Read of r blocks
+// (see UploadBatch).
 func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader) (domain.FSWrite, error) {
 	var out domain.FSWrite
-	resp, err := c.raw(ctx, http.MethodPut, "/v1/fs/file", pathQuery(path), r, "application/octet-stream", http.Header{"Accept": {"application/json"}})
+	body, stop := cancelableBody(ctx, r)
+	defer stop()
+	resp, err := c.raw(ctx, http.MethodPut, "/v1/fs/file", pathQuery(path), body, "application/octet-stream", http.Header{"Accept": {"application/json"}})
 	if err != nil {
 		return out, err
 	}
@@ -116,15 +124,61 @@ func (c *Client) Move(ctx context.Context, from, to string, overwrite bool) (abs
 // UploadBatch is POST /v1/fs/upload-batch: the plain tar archive read from
 // tar is streamed to the daemon and extracted into dir (the home directory
 // when empty). Entries that would leave dir are refused.
+//
+// When ctx ends the call returns at once with ctx's error, even while a
+// Read of tar blocks (net/http alone would wait for that Read to return).
+// tar is closed if it is an io.Closer, as net/http closes a request body,
+// once the call is over or ctx ended (which ends a blocked Read of a
+// pipe, a file or a connection); a Read of another reader still in
+// progress is left to return on its own.
 func (c *Client) UploadBatch(ctx context.Context, dir string, tar io.Reader) (domain.FSUpload, error) {
 	var out domain.FSUpload
 	var q url.Values
 	if dir != "" {
 		q = pathQuery(dir)
 	}
-	resp, err := c.raw(ctx, http.MethodPost, "/v1/fs/upload-batch", q, tar, "application/x-tar", http.Header{"Accept": {"application/json"}})
+	body, stop := cancelableBody(ctx, tar)
+	defer stop()
+	resp, err := c.raw(ctx, http.MethodPost, "/v1/fs/upload-batch", q, body, "application/x-tar", http.Header{"Accept": {"application/json"}})
 	if err != nil {
 		return out, err
 	}
 	return out, decodeBody(resp, &out)
+}
+
+// cancelableBody returns the body of a request made on ctx that streams r:
+// it reads r on a goroutine of its own and ends with ctx's error as soon
+// as ctx ends, even while a Read of r blocks, since net/http waits for
+// the body's Read to return before the call returns. r is closed, if it
+// is an io.Closer, once ctx ends or the call is over (stop), as net/http
+// closes a request body: that also ends a blocked Read of a pipe, a file
+// or a connection; a Read of any other reader is left to return on its
+// own, and the goroutine with it. In-memory readers, which never block,
+// are returned as they are (their length known).
+func cancelableBody(ctx context.Context, r io.Reader) (body io.Reader, stop func()) {
+	switch r.(type) {
+	case nil, *bytes.Reader, *bytes.Buffer, *strings.Reader:
+		return r, func() {}
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err) // nil: EOF
+	}()
+	var once sync.Once
+	abandon := func(err error) {
+		once.Do(func() {
+			pr.CloseWithError(err)
+			if c, ok := r.(io.Closer); ok {
+				_ = c.Close()
+			}
+		})
+	}
+	after := context.AfterFunc(ctx, func() { abandon(ctx.Err()) })
+	return pr, func() {
+		after()
+		// Whatever of r was not sent is not wanted (the daemon answered
+		// first); the copy ends at its next write.
+		abandon(errors.New("request over"))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,10 +199,15 @@ type ProcessLogEvent struct {
 // FollowProcessLogs is GET /v1/processes/{id}/logs?follow=true: it calls fn
 // with the buffered entries after q.Since, then live ones, until the
 // process has exited and everything was sent (the Exit event, then nil),
-// ctx ends (ctx.Err()), or fn returns an error. It does not reconnect; to
-// resume, call it again with Since set to the last entry's sequence.
+// ctx ends (ctx.Err()), fn returns an error, or the stream fails: a stream
+// that ends without the Exit event (the daemon stopped or restarted) is an
+// error wrapping io.ErrUnexpectedEOF, and one on which the daemon sent
+// nothing for 45 s (it writes a heartbeat every 15 s) an error wrapping
+// ErrDaemonUnreachable. It does not reconnect; to resume, call it again
+// with Since set to the last entry's sequence.
 func (c *Client) FollowProcessLogs(ctx context.Context, id string, q ProcessLogsQuery, fn func(ProcessLogEvent) error) error {
-	return c.follow(ctx, processPath(id)+"/logs", q.values(true), http.Header{}, func(ev SSEEvent) error {
+	exited := false
+	err := c.follow(ctx, processPath(id)+"/logs", q.values(true), http.Header{}, func(ev SSEEvent) error {
 		var out ProcessLogEvent
 		var err error
 		switch ev.Event {
@@ -214,6 +220,7 @@ func (c *Client) FollowProcessLogs(ctx context.Context, id string, q ProcessLogs
 		case "exit":
 			out.Exit = new(domain.ProcessInfo)
 			err = json.Unmarshal(ev.Data, out.Exit)
+			exited = err == nil
 		default:
 			return nil // an event of a later daemon version
 		}
@@ -222,6 +229,10 @@ func (c *Client) FollowProcessLogs(ctx context.Context, id string, q ProcessLogs
 		}
 		return fn(out)
 	})
+	if err == nil && !exited {
+		return fmt.Errorf("follow logs of %s: the stream ended before the process's exit: %w", id, io.ErrUnexpectedEOF)
+	}
+	return err
 }
 
 // errNotTerminal is the cause of a refused terminal socket.

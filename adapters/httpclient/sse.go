@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // SSEEvent is one Server-Sent Event. On the daemon's ACP stream Event is
@@ -148,16 +149,106 @@ func (s *SSEReader) line() ([]byte, error) {
 	}
 }
 
+// streamIdleTimeout: the daemon writes at least a heartbeat every 15 s on
+// every event stream, and answers a stream's request at once, so a stream
+// that sent nothing for this long, or a request with no answer after it,
+// is a daemon that stopped answering (SIGSTOP, a dead peer behind a proxy:
+// it keeps the connection open, and would hold a reader forever).
+const streamIdleTimeout = 45 * time.Second
+
+// errStreamSilent ends a stream on which the daemon sent nothing for
+// streamIdleTimeout; it is an ErrDaemonUnreachable.
+var errStreamSilent error = streamSilent{}
+
+type streamSilent struct{}
+
+// Error says how long the stream was silent.
+func (streamSilent) Error() string {
+	return "the daemon sent nothing on the event stream for " + streamIdleTimeout.String() + " (not even a heartbeat)"
+}
+
+// Is makes it an ErrDaemonUnreachable.
+func (streamSilent) Is(target error) bool { return target == ErrDaemonUnreachable }
+
+// silence bounds the silences of one stream request: ctx, for the
+// request, is cancelled once the daemon has sent nothing for
+// streamIdleTimeout, counted from the request and restarted by every byte
+// of the body read through body.
+type silence struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	t      *time.Timer
+	last   time.Time // when the daemon last showed life: the request, its answer, a byte
+}
+
+func watchSilence(parent context.Context) *silence {
+	w := &silence{last: time.Now()}
+	w.ctx, w.cancel = context.WithCancelCause(parent)
+	w.t = time.AfterFunc(streamIdleTimeout, func() { w.cancel(errStreamSilent) })
+	return w
+}
+
+// body wraps a stream's body: each byte read restarts the count.
+func (w *silence) body(r io.Reader) io.Reader {
+	w.last = time.Now()
+	w.t.Reset(streamIdleTimeout)
+	return &silenceReader{r: r, w: w}
+}
+
+// pause stops counting while the reader, not the daemon, is the one
+// holding the stream back; resume starts again from now.
+func (w *silence) pause() { w.t.Stop() }
+
+func (w *silence) resume() {
+	w.last = time.Now()
+	w.t.Reset(streamIdleTimeout)
+}
+
+// err is errStreamSilent when the silence ended the request, else err.
+func (w *silence) err(err error) error {
+	if context.Cause(w.ctx) == errStreamSilent {
+		return errStreamSilent
+	}
+	return err
+}
+
+func (w *silence) stop() {
+	w.t.Stop()
+	w.cancel(nil)
+}
+
+type silenceReader struct {
+	r io.Reader
+	w *silence
+}
+
+// Read reads the body, restarting the count when bytes came.
+func (s *silenceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.w.t.Reset(streamIdleTimeout)
+		s.w.last = time.Now()
+	}
+	return n, err
+}
+
 // follow GETs path as an event stream and hands each event to fn until
-// the stream ends (nil), ctx ends (ctx.Err()), or fn returns an error.
+// the stream ends (nil), ctx ends (ctx.Err()), fn returns an error, or the
+// daemon stops answering (an error wrapping ErrDaemonUnreachable, after
+// streamIdleTimeout without even a heartbeat).
 func (c *Client) follow(ctx context.Context, path string, q url.Values, h http.Header, fn func(SSEEvent) error) error {
+	w := watchSilence(ctx)
+	defer w.stop()
 	h.Set("Accept", "text/event-stream")
-	resp, err := c.raw(ctx, http.MethodGet, path, q, nil, "", h)
+	resp, err := c.raw(w.ctx, http.MethodGet, path, q, nil, "", h)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return w.err(err)
 	}
 	defer resp.Body.Close()
-	r := NewSSEReader(resp.Body, 0)
+	r := NewSSEReader(w.body(resp.Body), 0)
 	for {
 		ev, err := r.Next()
 		if err != nil {
@@ -167,9 +258,13 @@ func (c *Client) follow(ctx context.Context, path string, q url.Values, h http.H
 			if err == io.EOF {
 				return nil
 			}
-			return err
+			return w.err(err)
 		}
-		if err := fn(ev); err != nil {
+		// fn's time is the caller's, not the daemon's silence.
+		w.pause()
+		err = fn(ev)
+		w.resume()
+		if err != nil {
 			return err
 		}
 	}

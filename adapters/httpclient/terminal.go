@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 )
@@ -18,17 +20,22 @@ import (
 // returns what the process writes to its terminal (the output buffered
 // before the connection first, then live output), Write types into it.
 // Read and Write may be called from different goroutines; each from one at
-// a time.
+// a time. Close may be called from any goroutine, at any time: it ends a
+// Read or Write in progress, which then returns an error wrapping
+// net.ErrClosed, as later calls do.
 type Terminal struct {
 	ws     *websocket.Conn
 	ctx    context.Context // the connection's lifetime: Close ends it
 	cancel context.CancelFunc
+	closed atomic.Bool // Close was called
 
-	buf      []byte // the rest of the last output message
+	buf []byte // the rest of the last output message (Read's)
+
+	mu       sync.Mutex
 	exited   bool
 	exitCode *int
 
-	writeMu sync.Mutex
+	closeOnce sync.Once
 }
 
 // TerminalError is an error frame of the daemon (input past its limit, a
@@ -36,6 +43,7 @@ type Terminal struct {
 // reading may go on.
 type TerminalError struct{ Message string }
 
+// Error is the daemon's message.
 func (e *TerminalError) Error() string { return "terminal: " + e.Message }
 
 // terminalInputChunk bounds the input of one frame, under the daemon's
@@ -64,7 +72,7 @@ func (c *Client) ConnectTerminal(ctx context.Context, id string) (*Terminal, err
 		if resp != nil && resp.StatusCode/100 != 1 {
 			return nil, refusedUpgrade(resp)
 		}
-		return nil, fmt.Errorf("terminal of %s: %w", id, err)
+		return nil, withContext(ctx, fmt.Errorf("terminal of %s: %w", id, err))
 	}
 	ws.SetReadLimit(terminalReadLimit)
 	life, cancel := context.WithCancel(context.Background())
@@ -73,7 +81,7 @@ func (c *Client) ConnectTerminal(ctx context.Context, id string) (*Terminal, err
 	typ, b, err := ws.Read(ctx)
 	if err != nil {
 		t.Close()
-		return nil, fmt.Errorf("terminal of %s: %w", id, err)
+		return nil, withContext(ctx, fmt.Errorf("terminal of %s: %w", id, err))
 	}
 	var f terminalFrame
 	if typ != websocket.MessageText || json.Unmarshal(b, &f) != nil || f.Type != "ready" {
@@ -94,7 +102,7 @@ func refusedUpgrade(resp *http.Response) error {
 		b, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 	}
-	return parseProblem(resp.StatusCode, b)
+	return parseProblem(resp, b)
 }
 
 // terminalFrame is a JSON frame of the terminal protocol, both ways.
@@ -111,16 +119,23 @@ type terminalFrame struct {
 // Read returns the terminal's output. After the process has exited and
 // all its output was read it returns io.EOF (ExitCode then says how); an
 // error frame of the daemon is returned as a *TerminalError, after which
-// reading may go on.
+// reading may go on. A connection the daemon closed without an exit (the
+// daemon stopping, say) also ends in io.EOF, with ExitCode saying the
+// process has not exited.
 func (t *Terminal) Read(p []byte) (int, error) {
 	for len(t.buf) == 0 {
-		if t.exited {
+		if t.closed.Load() {
+			return 0, errTerminalClosed
+		}
+		if _, exited := t.ExitCode(); exited {
 			return 0, io.EOF
 		}
 		typ, b, err := t.ws.Read(t.ctx)
 		if err != nil {
-			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
-				t.exited = true
+			switch {
+			case t.closed.Load():
+				return 0, errTerminalClosed
+			case websocket.CloseStatus(err) == websocket.StatusNormalClosure:
 				return 0, io.EOF
 			}
 			return 0, fmt.Errorf("terminal: %w", err)
@@ -135,7 +150,9 @@ func (t *Terminal) Read(p []byte) (int, error) {
 		}
 		switch f.Type {
 		case "exit":
+			t.mu.Lock()
 			t.exited, t.exitCode = true, f.ExitCode
+			t.mu.Unlock()
 		case "error":
 			return 0, &TerminalError{Message: f.Message}
 		}
@@ -145,12 +162,21 @@ func (t *Terminal) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// errTerminalClosed is what Read and Write return after Close.
+var errTerminalClosed = fmt.Errorf("terminal: %w", net.ErrClosed)
+
 // ExitCode is the process's exit code once Read has seen it exit (nil when
-// a signal ended it); exited says whether it has.
-func (t *Terminal) ExitCode() (code *int, exited bool) { return t.exitCode, t.exited }
+// a signal ended it); exited says whether it has. It may be called from
+// any goroutine.
+func (t *Terminal) ExitCode() (code *int, exited bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exitCode, t.exited
+}
 
 // Write types p into the terminal (sent base64-encoded, in frames of at
-// most 32 KiB).
+// most 32 KiB). It blocks while the daemon does not take them; Close ends
+// it.
 func (t *Terminal) Write(p []byte) (int, error) {
 	for done := 0; done < len(p); {
 		n := min(len(p)-done, terminalInputChunk)
@@ -170,21 +196,29 @@ func (t *Terminal) Resize(cols, rows uint16) error {
 
 func (t *Terminal) send(f terminalFrame) error {
 	b, _ := json.Marshal(f)
-	t.writeMu.Lock()
-	defer t.writeMu.Unlock()
 	if err := t.ws.Write(t.ctx, websocket.MessageText, b); err != nil {
+		if t.closed.Load() {
+			return errTerminalClosed
+		}
 		return fmt.Errorf("terminal: %w", err)
 	}
 	return nil
 }
 
 // Close closes the connection; the process goes on (stop or kill it with
-// StopProcess or KillProcess).
+// StopProcess or KillProcess). It returns once the daemon has answered the
+// close, or after at most about 5 s when it does not (a daemon that
+// stopped answering). Idempotent.
 func (t *Terminal) Close() error {
-	_ = t.send(terminalFrame{Type: "close"})
-	// The daemon may have closed first (the process exited): nothing is
-	// lost either way, so that is no error.
-	_ = t.ws.Close(websocket.StatusNormalClosure, "")
-	t.cancel()
+	t.closeOnce.Do(func() {
+		t.closed.Store(true)
+		// The WebSocket close handshake, which the daemon answers by
+		// closing too (as it would a {"type":"close"} frame). Its close
+		// frame waits at most 5 s for a Write in progress, and the
+		// daemon's answer at most 5 s; a Read in progress then ends.
+		// Nothing is lost either way, so its error is no error.
+		_ = t.ws.Close(websocket.StatusNormalClosure, "")
+		t.cancel()
+	})
 	return nil
 }

@@ -11,8 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,9 +43,13 @@ A stdin line that is not a JSON-RPC message is answered on stdout as a
 local agent would (-32700 Parse error or -32600 Invalid Request) and not
 sent; the bridge goes on with the next line.
 
-stdin closed or SIGTERM: what is in flight is finished, the owned instance
-deleted, exit 0. The daemon unreachable for --reconnect-timeout, or the
-instance gone: pending requests get JSON-RPC errors, exit 1.`
+stdin closed, SIGTERM or SIGINT: what is in flight is finished (at most
+10 s, 3 s after a signal), the owned instance deleted, exit 0; stdin closed
+while the daemon is still being reached: exit 0 within a second. stdout closed by
+the editor: the owned instance deleted, exit 0. A closed stderr only loses
+the logs. The daemon unreachable (or not answering) for
+--reconnect-timeout, or the instance gone: pending requests get JSON-RPC
+errors, exit 1.`
 
 // bridgeConfig is the parsed command line of "sandbox-agent acp".
 type bridgeConfig struct {
@@ -96,6 +102,12 @@ func newACPBridgeCmd() *cobra.Command {
 			if err := cfg.router.apply(client); err != nil {
 				return err
 			}
+			// An editor that closes our stderr (or stdout) must not kill
+			// the bridge with SIGPIPE at its next log line, before it
+			// deleted its instance: a write to a closed pipe fails with
+			// EPIPE instead, logs are then lost, and a closed stdout ends
+			// the bridge cleanly.
+			signal.Ignore(syscall.SIGPIPE)
 			stdin, stdout, polled := pollableStdio(c.InOrStdin(), c.OutOrStdout())
 			if polled && os.Getenv("GOMAXPROCS") == "" {
 				// One thread: with stdin and stdout polled, nothing here
@@ -123,8 +135,17 @@ func newACPBridgeCmd() *cobra.Command {
 }
 
 // bridgeACP copies stdin lines to the instance and the agent's messages to
-// stdout until stdin ends or ctx is done (exit 0, the owned instance
-// deleted), or the connection fails (the error, exit 1).
+// stdout until stdin ends, ctx is done or the editor closes stdout (exit
+// 0, the owned instance deleted), or the connection fails (the error,
+// exit 1).
+//
+// Three goroutines: the stdin reader (relayStdin: lines, malformed ones
+// answered), the writer (those lines to the connection, one at a time)
+// and the stdout copier. The reader runs from the start and hands the
+// writer one line at a time, so an end of stdin is seen while a Write
+// blocks (the first request waits for the agent to start, an install
+// maybe) and while the daemon is still being reached: the bridge does not
+// outlive its editor by more than its bounded finish.
 func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
 	owned := cfg.serverID == "" || cfg.deleteOnExit
 	id := cfg.serverID
@@ -133,61 +154,149 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 		_, _ = rand.Read(b[:])
 		id = "acp-" + hex.EncodeToString(b[:])
 	}
-	conn, err := c.DialACP(ctx, id, cfg.agent, &httpclient.ACPOptions{
-		ReconnectTimeout: cfg.reconnectTimeout,
-		DeleteOnClose:    owned,
-		Logger:           log,
-		MaxMessage:       bridgeMaxLine,
-	})
-	if err != nil {
+	out := &stdoutLines{w: stdout}
+	lines := &lineQueue{c: make(chan []byte), stop: make(chan struct{})}
+	inDone := make(chan error, 1)
+	go func() {
+		err := relayStdin(lines, stdin, out, log)
+		close(lines.c)
+		inDone <- err
+	}()
+
+	type dialed struct {
+		conn *httpclient.ACPConn
+		err  error
+	}
+	dctx, stopDial := context.WithCancel(ctx)
+	defer stopDial()
+	dialc := make(chan dialed, 1)
+	go func() {
+		conn, err := c.DialACP(dctx, id, cfg.agent, &httpclient.ACPOptions{
+			ReconnectTimeout: cfg.reconnectTimeout,
+			DeleteOnClose:    owned,
+			Logger:           log,
+			MaxMessage:       bridgeMaxLine,
+		})
+		dialc <- dialed{conn, err}
+	}()
+	dialFailed := func(err error) error {
 		if ctx.Err() != nil {
 			return nil // SIGTERM while waiting for the daemon: nothing to finish
 		}
 		return clientErrorHint(fmt.Errorf("acp: %w", err), "--token-file FILE")
 	}
+	var conn *httpclient.ACPConn
+	select {
+	case d := <-dialc:
+		if d.err != nil {
+			return dialFailed(d.err)
+		}
+		conn = d.conn
+	case err := <-inDone:
+		// stdin ended before the daemon was reached, with nothing to
+		// send: nothing was created, nothing is owed. What the dial
+		// learns within a moment (a refused token, a closed port with a
+		// short --reconnect-timeout) is still reported; a daemon that
+		// is not there or does not answer is not waited for.
+		if err != nil {
+			return fmt.Errorf("acp: stdin: %w", err)
+		}
+		select {
+		case d := <-dialc:
+			if d.err != nil {
+				return dialFailed(d.err)
+			}
+			d.conn.Close()
+		case <-time.After(dialGraceAfterStdin):
+			stopDial()
+			if d := <-dialc; d.conn != nil {
+				d.conn.Close()
+			}
+		}
+		log.Debug("stdin closed before the daemon was reached; done")
+		return nil
+	case <-ctx.Done():
+		stopDial()
+		if d := <-dialc; d.conn != nil {
+			d.conn.Close()
+		}
+		return nil
+	}
+	stopDial()
 	log.Info("acp bridge connected", "endpoint", cfg.endpoint, "server_id", id, "agent", cfg.agent, "owned", owned)
 
-	out := &stdoutLines{w: stdout}
 	outDone := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(out, conn)
 		out.finish()
 		outDone <- err
 	}()
-	inDone := make(chan error, 1)
+	writerDone := make(chan error, 1)
 	go func() {
-		inDone <- relayStdin(conn, stdin, out, log)
+		var err error
+		for line := range lines.c {
+			if _, err = conn.Write(line); err != nil {
+				break
+			}
+		}
+		lines.close() // a line read after a failed Write is not waited for
+		writerDone <- err
 	}()
 
 	var failure error
-	outOver := false
+	outOver, writerOver, editorGone := false, false, false
 	finish := 10 * time.Second // stdin closed: what was written gets its answers
 	select {
 	case err := <-inDone:
 		switch {
-		case conn.Err() != nil:
-			failure = conn.Err()
+		case errors.Is(out.writeErr(), syscall.EPIPE):
+			// An answer of ours found stdout closed (below).
+			log.Info("stdout closed by the client; closing")
+			editorGone = true
 		case err != nil:
-			// stdin unreadable, or a line past the size limit: the
-			// session cannot go on correctly.
+			// stdin unreadable: the session cannot go on correctly.
 			failure = fmt.Errorf("stdin: %w", err)
 		default:
 			log.Debug("stdin closed; finishing")
 		}
+	case <-writerDone:
+		// stdin ended and its last line was handed over, or a Write
+		// failed, which it does only once the connection has.
+		writerOver = true
+		failure = conn.Err()
 	case <-ctx.Done():
 		log.Debug("signal; finishing")
 		finish = 3 * time.Second // a signal asks to stop soon
 	case err := <-outDone:
 		outOver = true
-		failure = err
-		if failure == nil {
+		switch {
+		case errors.Is(out.writeErr(), syscall.EPIPE):
+			// The editor closed our stdout: it is gone, and nothing
+			// more can reach it. As for a closed stdin, the owned
+			// instance is deleted and the exit is clean.
+			log.Info("stdout closed by the client; closing")
+			editorGone = true
+		case err != nil:
+			failure = err
+		default:
 			failure = errors.New("the connection ended")
 		}
 	}
-	if failure == nil {
+	if failure == nil && conn.Err() != nil {
+		failure = conn.Err()
+	}
+	if failure == nil && !editorGone {
 		// Finish what is in flight, bounded: a daemon that went away must
-		// not keep the editor waiting.
+		// not keep the editor waiting. After an end of stdin the writer
+		// hands over the last line it took first.
 		wctx, cancel := context.WithTimeout(context.Background(), finish)
+		if !writerOver {
+			select {
+			case <-writerDone:
+			case <-wctx.Done():
+			case <-ctx.Done(): // a signal: lines still coming are not waited for
+			}
+		}
 		_ = conn.CloseWrite(wctx)
 		cancel()
 		if err := conn.Err(); err != nil {
@@ -203,6 +312,7 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 		case <-time.After(10 * time.Second):
 		}
 	}
+	lines.close()
 	if err := conn.Close(); err != nil {
 		log.Warn("closing", "err", err)
 	}
@@ -215,6 +325,33 @@ func bridgeACP(ctx context.Context, c *httpclient.Client, cfg bridgeConfig, stdi
 	log.Debug("acp bridge done", "server_id", id)
 	return nil
 }
+
+// dialGraceAfterStdin is how long the bridge still waits for the daemon
+// once stdin has ended before it was reached: long enough for an answer
+// that says something is wrong (a refused token), short enough for an
+// editor closing its agent.
+const dialGraceAfterStdin = time.Second
+
+// lineQueue hands the stdin reader's lines to the writer, one at a time:
+// Write returns once the writer took the line (or the bridge is ending).
+type lineQueue struct {
+	c    chan []byte
+	stop chan struct{}
+	once sync.Once
+}
+
+// Write hands over one line (the reader's buffer is reused: a copy).
+func (q *lineQueue) Write(p []byte) (int, error) {
+	select {
+	case q.c <- bytes.Clone(p):
+		return len(p), nil
+	case <-q.stop:
+		return 0, httpclient.ErrClosed
+	}
+}
+
+// close makes the reader's next hand-over fail: the bridge is ending.
+func (q *lineQueue) close() { q.once.Do(func() { close(q.stop) }) }
 
 // bridgeMaxLine bounds one stdin line (the ACP connection's default too).
 // A longer line is not held: it is read to its end and dropped, and
@@ -373,6 +510,13 @@ func (s *stdoutLines) answer(line []byte) error {
 	s.held, s.written = line, done
 	s.mu.Unlock()
 	<-done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// writeErr is the first error writing to stdout, nil while it works.
+func (s *stdoutLines) writeErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"log/slog"
@@ -162,5 +163,24 @@ func TestStdoutLinesFinish(t *testing.T) {
 	}
 	if buf.String() != "{\"cut\":\n{\"answer\":1}\n" {
 		t.Fatalf("stdout %q", buf.String())
+	}
+}
+
+// TestReadLineCap: "api acp post" reads stdin lines of any length up to its
+// cap, the last one without its line ending too, and refuses one byte
+// more without holding it.
+func TestReadLineCap(t *testing.T) {
+	const max = 200 << 10 // over the reader's 64 KiB buffer
+	long := strings.Repeat("a", max-1) + "\n"
+	r := bufio.NewReaderSize(strings.NewReader(long+"last"), 64<<10)
+	if l, err := readLine(r, max); err != nil || string(l) != long {
+		t.Fatalf("a line of the cap: %d bytes, %v", len(l), err)
+	}
+	if l, err := readLine(r, max); err != io.EOF || string(l) != "last" {
+		t.Fatalf("the last line: %q, %v", l, err)
+	}
+	r = bufio.NewReaderSize(strings.NewReader(strings.Repeat("a", max)+"\n"), 64<<10)
+	if l, err := readLine(r, max); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("one byte more: %d bytes, %v", len(l), err)
 	}
 }

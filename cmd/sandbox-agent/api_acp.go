@@ -31,7 +31,9 @@ func newACPPostCmd() *cobra.Command {
 		Long: `Send one JSON-RPC message (MESSAGE), or one per line from stdin when
 MESSAGE is not given, to the ACP server <server_id>. Answers are printed as
 --format says (compact, one per line, unless stdout is a terminal); a
-notification or an asynchronous request prints "202 Accepted" on stderr.`,
+notification or an asynchronous request prints "202 Accepted" on stderr.
+A stdin line longer than 64 MiB stops the command (exit 1) before it is
+held whole.`,
 		Example: `  sandbox-agent api acp post demo --agent mock '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'`,
 		Args:    argsBetween(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -47,7 +49,7 @@ notification or an asynchronous request prints "202 Accepted" on stderr.`,
 			// One message per line from stdin; the agent query only on the first.
 			r := bufio.NewReaderSize(c.InOrStdin(), 64<<10)
 			for {
-				line, err := r.ReadBytes('\n')
+				line, err := readLine(r, bridgeMaxLine)
 				if msg := bytes.TrimSpace(line); len(msg) > 0 {
 					if perr := postOne(ctx, client, &af, id, agent, msg, stdout, stderr); perr != nil {
 						return perr
@@ -157,4 +159,21 @@ func postOne(ctx context.Context, c *httpclient.Client, af *apiFlags, id, agent 
 		return nil
 	}
 	return af.printRaw(stdout, answer)
+}
+
+// readLine reads one line, with its line ending, holding at most max bytes
+// of it: a longer line is an error (stdin may be anything, and the daemon
+// takes at most --max-acp-body anyway).
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > max {
+			return nil, fmt.Errorf("a stdin line longer than %d bytes", max)
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
 }
