@@ -101,12 +101,11 @@ type authState struct {
 	action    domain.Action
 	principal string
 	instance  uint64 // the ACP instance judged (AuthRequest.Instance)
-	// req is the request as judged, env the chain that judged it and gen
-	// the Streams generation then: what Revocable needs to judge a stream
-	// again at a reload.
-	req domain.AuthRequest
-	env *Env
-	gen uint64
+	// judged is what Revocable needs to judge a stream again at a
+	// reload; nil when the daemon has no stream registry. Behind a
+	// pointer: the state is boxed into the context twice a request
+	// (decided, settle), and the request as judged is a large struct.
+	judged *judgedRequest
 	// settled: decided for good by the middleware (with the whole
 	// description, or without the body when that could not change the
 	// outcome), so an ACP POST's handler does not ask again once it has
@@ -122,6 +121,14 @@ func settle(ctx context.Context) context.Context {
 }
 
 type authKey struct{}
+
+// judgedRequest is the request as judged, the chain that judged it and the
+// Streams generation then.
+type judgedRequest struct {
+	req domain.AuthRequest
+	env *Env
+	gen uint64
+}
 
 func authOf(ctx context.Context) authState {
 	s, _ := ctx.Value(authKey{}).(authState)
@@ -398,7 +405,7 @@ func (e *Env) decided(ctx context.Context, req domain.AuthRequest, out authz.Out
 	}
 	s := authState{action: req.Action, principal: out.Principal, instance: req.Instance}
 	if e.Streams != nil {
-		s.req, s.env, s.gen = req, e, e.Streams.gen.Load()
+		s.judged = &judgedRequest{req: req, env: e, gen: e.Streams.gen.Load()}
 	}
 	return context.WithValue(ctx, authKey{}, s), nil
 }

@@ -47,8 +47,8 @@ var ErrRevoked = errors.New("no longer authorised")
 // context, close its socket). A request the chain did not decide (no
 // token, no policies: nothing can be revoked) registers nothing.
 func Revocable(ctx context.Context, revoke func()) (release func()) {
-	s := authOf(ctx)
-	if s.env == nil || s.env.Streams == nil {
+	s := authOf(ctx).judged
+	if s == nil || s.env == nil || s.env.Streams == nil {
 		return func() {}
 	}
 	reg := s.env.Streams
