@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -874,10 +875,11 @@ func TestFaultMoveAcrossFilesystemsKeepsBoth(t *testing.T) {
 // agent can make in seconds) is answered whole, in the directory's order
 // past 10 000 entries, without holding the listing: before, the daemon
 // built every entry and the whole JSON at once (300 000 names: 804 MB of
-// RSS). A client that leaves in the middle costs no descriptor.
+// RSS). A client that leaves in the middle costs no descriptor, nor does
+// one that stays and reads nothing, past --stream-write-timeout.
 func TestFaultHugeListing(t *testing.T) {
 	t.Parallel()
-	d := harness.Start(t, harness.Options{})
+	d := harness.Start(t, harness.Options{Args: []string{"--stream-write-timeout", "1s"}})
 	pid := d.Cmd.Process.Pid
 	dir := t.TempDir()
 	const n = 60000
@@ -939,4 +941,18 @@ func TestFaultHugeListing(t *testing.T) {
 	if got := openFDs(t, pid); got > fdsBefore {
 		t.Errorf("%d descriptors open after the reader left, %d before", got, fdsBefore)
 	}
+
+	// A reader that stays and takes nothing: the 27 MB answer fills the
+	// sockets' buffers, the write stalls, and the daemon drops it.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /v1/fs/entries?path=" + dir + " HTTP/1.1\r\nHost: " + strings.TrimPrefix(d.URL, "http://") + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 20*time.Second, "the daemon drops a listing nobody reads", func() bool {
+		return openFDs(t, pid) <= fdsBefore && strings.Contains(d.Logs(), "listing cut short")
+	})
 }

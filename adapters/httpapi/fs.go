@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -97,6 +98,11 @@ func writeEntries(w io.Writer, l *files.Listing) error {
 	return bw.Flush()
 }
 
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 // entriesSchema is the schema of a listing's answer, the one huma derives
 // for []domain.FSEntry (the handler streams the array itself).
 func entriesSchema(api huma.API) *huma.Schema {
@@ -145,7 +151,19 @@ func registerFS(api huma.API, cfg *Config) {
 			_, w := route.Unwrap(hctx)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			if err := writeEntries(w, l); err != nil {
+			// A reader that takes nothing for the stream write timeout
+			// is dropped, as an event stream's is: the listing holds its
+			// directory and its charge until it is written.
+			rc := http.NewResponseController(w)
+			defer route.ClearDeadline(rc)
+			timeout := cfg.env.StreamWriteTimeout
+			out := writerFunc(func(p []byte) (int, error) {
+				if timeout > 0 {
+					_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+				}
+				return w.Write(p)
+			})
+			if err := writeEntries(out, l); err != nil {
 				// The status is sent: a listing cut short ends the
 				// connection, so the client sees a broken answer, never
 				// a shorter list that parses.
