@@ -120,7 +120,8 @@ func withoutFlag(args []string, fs *pflag.FlagSet, name string) (out []string, o
 			// A group of shorthands: booleans, then at most one that
 			// takes a value (the rest of the group, or the next argument).
 			group := a[1:]
-			for j := 0; j < len(group); j++ {
+			valued := false // a shorthand taking a value ended the group
+			for j := 0; j < len(group) && !valued; j++ {
 				f := fs.ShorthandLookup(group[j : j+1])
 				if f == nil {
 					return nil, false
@@ -128,6 +129,7 @@ func withoutFlag(args []string, fs *pflag.FlagSet, name string) (out []string, o
 				if !takesValue(f) {
 					continue
 				}
+				valued = true
 				inline := j+1 < len(group)
 				if f == flag {
 					if j > 0 {
@@ -137,19 +139,15 @@ func withoutFlag(args []string, fs *pflag.FlagSet, name string) (out []string, o
 					if !inline {
 						i++
 					}
-				} else {
-					out = append(out, a)
-					if !inline && i+1 < len(args) {
-						i++
-						out = append(out, args[i])
-					}
+					continue
 				}
-				break
+				out = append(out, a)
+				if !inline && i+1 < len(args) {
+					i++
+					out = append(out, args[i])
+				}
 			}
-			if strings.IndexFunc(group, func(r rune) bool {
-				f := fs.ShorthandLookup(string(r))
-				return f != nil && takesValue(f)
-			}) < 0 {
+			if !valued {
 				out = append(out, a) // booleans only
 			}
 		default:
