@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -43,7 +44,8 @@ func (c *lineCaller) echo(b *testing.B, i int) time.Duration {
 // client's ACP connection in process, beside the daemon's own POST round
 // trip over HTTP (a plain net/http client, which the Go client and the
 // bridge POST through too), in alternating warm blocks. "ratio" is bridge p50 /
-// daemon p50 (goal: within 1.3); "ratio-sse" compares with the daemon's
+// daemon p50 (goal: within 1.3), "ratio-sysmon-default" the same for a
+// bridge left with the runtime's default sysmon; "ratio-sse" compares with the daemon's
 // round trip while the instance's event stream is open and read, as it is
 // for every HTTP ACP client.
 //
@@ -69,15 +71,11 @@ func BenchmarkBridgeRoundTrip(b *testing.B) {
 	}()
 	withStream := newPoster(d.URL+"/v1/acp/rt-sse", []byte(`"echoedMethod"`))
 
-	cmd := exec.Command(harness.Binary, "acp", "--endpoint", d.URL, "--agent", "mock", "--log-level", "warn")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
-	bridge := &lineCaller{w: in, r: bufio.NewReaderSize(out, 1<<20)}
-	bridge.echo(b, 0) // creates the instance
+	bridge := benchBridge(b, d.URL, "")
+	// The same bridge with Go's sysmon left to its deep sleep (the
+	// runtime's default; cmd/sandbox-agent's sysmon_linux.go), to show
+	// what keeping it awake gains, in the same run.
+	bridgeDefault := benchBridge(b, d.URL, "schedtrace=0")
 
 	conn, err := (&httpclient.Client{BaseURL: d.URL}).DialACP(context.Background(), "rt-go", "mock", &httpclient.ACPOptions{DeleteOnClose: true})
 	if err != nil {
@@ -87,11 +85,12 @@ func BenchmarkBridgeRoundTrip(b *testing.B) {
 	goconn := &lineCaller{w: conn, r: bufio.NewReaderSize(conn, 1<<20)}
 	goconn.echo(b, 0)
 
-	var direct, streamed, viaBridge, viaConn []time.Duration
+	var direct, streamed, viaBridge, viaDefault, viaConn []time.Duration
 	legs := []func(i int){
 		func(i int) { direct = append(direct, daemon.post(b, i)) },
 		func(i int) { streamed = append(streamed, withStream.post(b, i)) },
 		func(i int) { viaBridge = append(viaBridge, bridge.echo(b, i)) },
+		func(i int) { viaDefault = append(viaDefault, bridgeDefault.echo(b, i)) },
 		func(i int) { viaConn = append(viaConn, goconn.echo(b, i)) },
 	}
 	// The legs take turns in blocks of 50, their order turning block by
@@ -121,4 +120,26 @@ func BenchmarkBridgeRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(gc.Microseconds()), "goclient-p50-µs")
 	b.ReportMetric(float64(quantile(viaBridge, 0.99).Microseconds()), "bridge-p99-µs")
 	b.ReportMetric(float64(br)/float64(h), "ratio")
+	bd := quantile(viaDefault, 0.5)
+	b.ReportMetric(float64(bd.Microseconds()), "bridge-sysmon-default-p50-µs")
+	b.ReportMetric(float64(bd)/float64(h), "ratio-sysmon-default")
+}
+
+// benchBridge runs "sandbox-agent acp" on pipes against the daemon at url,
+// with GODEBUG set to godebug when not empty, and makes its first round
+// trip (which creates its instance).
+func benchBridge(b *testing.B, url, godebug string) *lineCaller {
+	cmd := exec.Command(harness.Binary, "acp", "--endpoint", url, "--agent", "mock", "--log-level", "warn")
+	if godebug != "" {
+		cmd.Env = append(os.Environ(), "GODEBUG="+godebug)
+	}
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	c := &lineCaller{w: in, r: bufio.NewReaderSize(out, 1<<20)}
+	c.echo(b, 0)
+	return c
 }

@@ -85,6 +85,9 @@ func newACPBridgeCmd() *cobra.Command {
 			if cfg.reconnectTimeout <= 0 {
 				return usagef("--reconnect-timeout must be positive")
 			}
+			// Before anything is read (a --token-file may be a pipe):
+			// the process starts again with sysmon kept awake.
+			sysmonErr := keepSysmonAwake()
 			token, err := os.Getenv(tokenEnv), error(nil)
 			if cfg.tokenFile == "" {
 				err = checkToken(token, "$"+tokenEnv)
@@ -97,6 +100,9 @@ func newACPBridgeCmd() *cobra.Command {
 			log, err := newLogger(c.ErrOrStderr(), cfg.logFormat, cfg.logLevel)
 			if err != nil {
 				return usagef("%v", err)
+			}
+			if sysmonErr != nil {
+				log.Debug("could not re-execute with sysmon kept awake; going on with the runtime's default", "err", sysmonErr)
 			}
 			client := &httpclient.Client{BaseURL: cfg.endpoint, Token: token}
 			if err := cfg.router.apply(client); err != nil {
