@@ -15,7 +15,8 @@ import (
 // its deep sleep (GODEBUG=schedtrace=2147483647, cmd/sandbox-agent's
 // sysmon_linux.go), added to what GODEBUG already says, and not when the
 // caller's GODEBUG names schedtrace itself (GODEBUG=schedtrace=0 turns it
-// off). The kernel shows in /proc/<pid>/environ the environment of the
+// off), nor when its stdio is not polled (a read blocked in the kernel
+// would keep sysmon polling). The kernel shows in /proc/<pid>/environ the environment of the
 // image running, so the re-exec is seen there once the bridge has
 // reached the daemon.
 func TestBridgeKeepsSysmonAwake(t *testing.T) {
@@ -25,16 +26,28 @@ func TestBridgeKeepsSysmonAwake(t *testing.T) {
 	for _, tc := range []struct {
 		godebug string // "-" leaves GODEBUG out
 		want    string
+		file    bool // stdout a file, not a pipe
 	}{
-		{"-", "schedtrace=2147483647"},
-		{"", "schedtrace=2147483647"},
-		{"http2client=0", "http2client=0,schedtrace=2147483647"},
-		{"schedtrace=0", "schedtrace=0"},
-		{"gctrace=0,schedtrace=500", "gctrace=0,schedtrace=500"},
+		{godebug: "-", want: "schedtrace=2147483647"},
+		{godebug: "", want: "schedtrace=2147483647"},
+		{godebug: "http2client=0", want: "http2client=0,schedtrace=2147483647"},
+		{godebug: "schedtrace=0", want: "schedtrace=0"},
+		{godebug: "gctrace=0,schedtrace=500", want: "gctrace=0,schedtrace=500"},
+		{godebug: "http2client=0", want: "http2client=0", file: true},
 	} {
 		t.Run(tc.godebug, func(t *testing.T) {
 			url, seen := hungPeer(t)
 			cmd := exec.Command(harness.Binary, "acp", "--endpoint", url, "--agent", "mock", "--log-level", "error")
+			if tc.file {
+				f, err := os.Create(t.TempDir() + "/stdout")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				cmd.Stdout = f
+			} else if _, err := cmd.StdoutPipe(); err != nil {
+				t.Fatal(err)
+			}
 			for _, kv := range os.Environ() {
 				if !bytes.HasPrefix([]byte(kv), []byte("GODEBUG=")) {
 					cmd.Env = append(cmd.Env, kv)

@@ -47,12 +47,23 @@ const sysmonMargin = 24 * 3600 * 1e9
 // and descriptors) with sysmonSetting added to GODEBUG. It does nothing,
 // and returns nil, when GODEBUG already names schedtrace (the user's
 // choice, GODEBUG=schedtrace=0 to turn this off, or the re-exec done),
-// when the machine's clock is too close to the first trace line (above),
+// when stdin or stdout is not a pipe or a socket, when the machine's clock is too close to the first trace line (above),
 // or in a test (reexecAllowed). It returns only when nothing was done or
 // the exec failed; the process then goes on with the runtime's default.
 func keepSysmonAwake() error {
 	if !reexecAllowed || godebugHas(os.Getenv("GODEBUG"), "schedtrace") {
 		return nil
+	}
+	for fd := range 2 {
+		// Polled stdio only (pollableStdio): a read blocked on a terminal
+		// would restart sysmon's 20 µs polling each time.
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			return nil
+		}
+		if m := st.Mode & unix.S_IFMT; m != unix.S_IFIFO && m != unix.S_IFSOCK {
+			return nil
+		}
 	}
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil || now.Nano() >= math.MaxInt32*1e6-sysmonMargin {
