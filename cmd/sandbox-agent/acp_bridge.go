@@ -87,7 +87,7 @@ func newACPBridgeCmd() *cobra.Command {
 			}
 			// Before anything is read (a --token-file may be a pipe):
 			// the process starts again with sysmon kept awake.
-			sysmonErr := keepSysmonAwake()
+			sysmonErr := keepSysmonAwake(true)
 			token, err := os.Getenv(tokenEnv), error(nil)
 			if cfg.tokenFile == "" {
 				err = checkToken(token, "$"+tokenEnv)

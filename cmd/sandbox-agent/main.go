@@ -28,6 +28,7 @@ func main() {
 	// ends the process at once.
 	go func() { <-ctx.Done(); stop() }()
 	reexecAllowed = true
+	restoreGodebug()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -177,11 +176,9 @@ func reexecWithToken(tok string, args []string, from string) error {
 		}
 	}
 	env = append(env, tokenFDEnv+"="+strconv.Itoa(fd), tokenFromEnv+"="+from)
-	// /proc/self/exe is this very binary, even if its file was replaced
-	// or removed since it started.
-	err = syscall.Exec("/proc/self/exe", args, env)
+	err = execSelf(args, env)
 	unix.Close(fd)
-	return fmt.Errorf("exec: %w", err)
+	return err
 }
 
 // handedToken reads the token the previous image handed over, if any: it

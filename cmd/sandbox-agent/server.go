@@ -40,7 +40,17 @@ inspector on /ui/. Stops on SIGINT or SIGTERM, stopping every agent.`,
 		Example: "  sandbox-agent server --host 127.0.0.1 --port 2468 --token \"$(openssl rand -hex 24)\"",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// One re-exec at most, before anything else: with Go's
+			// sysmon kept awake (sysmon_linux.go), and without the token
+			// on the command line or in the environment (hideToken).
+			undo, awake := sysmonEnv(false)
 			hideToken(c.Flags(), c.ErrOrStderr()) // returns only if there is nothing to hide
+			if awake {
+				if err := execSelf(os.Args, os.Environ()); err != nil {
+					undo()
+					fmt.Fprintf(c.ErrOrStderr(), "sandbox-agent: could not re-execute with Go's sysmon kept awake; going on with the runtime's default: %v\n", err)
+				}
+			}
 			if err := f.applyEnv(c.Flags()); err != nil {
 				return err
 			}
@@ -222,7 +232,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 		announce, _ = newLogger(logOut, f.logFormat, "info")
 	}
 	announce.Info("sandbox-agent listening", "url", "http://"+ln.Addr().String(), "version", version,
-		"token", tokenSource != "", "token_source", tokenSource, "host_check", checkHost, "gomaxprocs", procs)
+		"token", tokenSource != "", "token_source", tokenSource, "host_check", checkHost, "gomaxprocs", procs, "sysmon_awake", sysmonAwake)
 
 	select {
 	case err := <-served:

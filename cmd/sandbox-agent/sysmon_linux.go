@@ -43,47 +43,100 @@ const sysmonSetting = "schedtrace=2147483647"
 // longer applied.
 const sysmonMargin = 24 * 3600 * 1e9
 
-// keepSysmonAwake executes this binary again (same pid, same arguments
-// and descriptors) with sysmonSetting added to GODEBUG. It does nothing,
-// and returns nil, when GODEBUG already names schedtrace (the user's
-// choice, GODEBUG=schedtrace=0 to turn this off, or the re-exec done),
-// when stdin or stdout is not a pipe or a socket, when the machine's clock is too close to the first trace line (above),
-// or in a test (reexecAllowed). It returns only when nothing was done or
-// the exec failed; the process then goes on with the runtime's default.
-func keepSysmonAwake() error {
-	if !reexecAllowed || godebugHas(os.Getenv("GODEBUG"), "schedtrace") {
-		return nil
+// godebugWasEnv carries GODEBUG as it was before the re-exec ("" for
+// unset, else "=" and its value), so that the new image puts it back for
+// the processes it starts: the runtime has read the setting by then, and
+// agents keep the runtime's default (see above).
+const godebugWasEnv = "SANDBOX_AGENT_GODEBUG_WAS_INTERNAL"
+
+// sysmonAwake is true in the image started with sysmonSetting.
+var sysmonAwake bool
+
+// restoreGodebug is called first in main: in the image the re-exec
+// started, it puts GODEBUG back as it was and removes godebugWasEnv.
+func restoreGodebug() {
+	was, ok := os.LookupEnv(godebugWasEnv)
+	if !ok {
+		return
+	}
+	_ = os.Unsetenv(godebugWasEnv)
+	sysmonAwake = godebugHas(os.Getenv("GODEBUG"), "schedtrace")
+	if v, set := strings.CutPrefix(was, "="); set {
+		_ = os.Setenv("GODEBUG", v)
+	} else {
+		_ = os.Unsetenv("GODEBUG")
+	}
+}
+
+// sysmonEnv adds sysmonSetting to this process's GODEBUG, for the
+// re-exec that follows (keepSysmonAwake, or the daemon's hideToken), and
+// returns what undoes it should no exec happen. ok is false, and nothing
+// changed, when GODEBUG already names schedtrace (the user's choice:
+// GODEBUG=schedtrace=0 turns this off), in the image the re-exec started,
+// when polled is set and stdin or stdout is not a pipe or a socket, when
+// the machine's clock is too close to the first trace line (above), and
+// in a test (reexecAllowed).
+func sysmonEnv(polled bool) (undo func(), ok bool) {
+	godebug, set := os.LookupEnv("GODEBUG")
+	if !reexecAllowed || sysmonAwake || godebugHas(godebug, "schedtrace") {
+		return nil, false
 	}
 	for fd := range 2 {
-		// Polled stdio only (pollableStdio): a read blocked on a terminal
-		// would restart sysmon's 20 µs polling each time.
+		// The bridge's stdio must be polled (pollableStdio): a read
+		// blocked on a terminal would restart sysmon's 20 µs polling.
 		var st unix.Stat_t
+		if !polled {
+			break
+		}
 		if unix.Fstat(fd, &st) != nil {
-			return nil
+			return nil, false
 		}
 		if m := st.Mode & unix.S_IFMT; m != unix.S_IFIFO && m != unix.S_IFSOCK {
-			return nil
+			return nil, false
 		}
 	}
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil || now.Nano() >= math.MaxInt32*1e6-sysmonMargin {
-		return nil
+		return nil, false
 	}
-	env := os.Environ()
-	godebug := sysmonSetting
-	for i, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
-			if v != "" {
-				godebug = v + "," + sysmonSetting
-			}
-			env = append(env[:i:i], env[i+1:]...)
-			break
+	was, next := "", sysmonSetting
+	if set {
+		was = "=" + godebug
+		if godebug != "" {
+			next = godebug + "," + sysmonSetting
 		}
 	}
-	env = append(env, "GODEBUG="+godebug)
-	// /proc/self/exe is this very binary, even if its file was replaced
-	// or removed since it started.
-	return fmt.Errorf("exec: %w", syscall.Exec("/proc/self/exe", os.Args, env))
+	_ = os.Setenv(godebugWasEnv, was)
+	_ = os.Setenv("GODEBUG", next)
+	return func() {
+		_ = os.Unsetenv(godebugWasEnv)
+		if set {
+			_ = os.Setenv("GODEBUG", godebug)
+		} else {
+			_ = os.Unsetenv("GODEBUG")
+		}
+	}, true
+}
+
+// keepSysmonAwake executes this binary again (same pid, same arguments
+// and descriptors) with sysmonSetting added to GODEBUG, when sysmonEnv
+// says to (polled: see there). It returns only when nothing was done or
+// the exec failed; the process then goes on with the runtime's default.
+func keepSysmonAwake(polled bool) error {
+	undo, ok := sysmonEnv(polled)
+	if !ok {
+		return nil
+	}
+	err := execSelf(os.Args, os.Environ())
+	undo()
+	return err
+}
+
+// execSelf executes this very binary again, with args and env: it returns
+// only if that failed. /proc/self/exe is this binary even if its file was
+// replaced or removed since it started.
+func execSelf(args, env []string) error {
+	return fmt.Errorf("exec: %w", syscall.Exec("/proc/self/exe", args, env))
 }
 
 // godebugHas reports whether the GODEBUG value v sets key.
