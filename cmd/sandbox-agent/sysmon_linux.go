@@ -17,12 +17,14 @@ import (
 // message at a time goes idle between any two messages, so every message
 // pays the wake and a few 20 µs polls, each a timer and two context
 // switches, on the CPUs the agents need; in a VM (Firecracker, where
-// sandboxes run) a timer costs an exit to the host. The bridge's p50 round
-// trip is about 10 % lower without it, its CPU per message 20 % lower
-// (BenchmarkBridgeRoundTrip runs both in the same run; docs/RATIONALE.md
-// gives the figures). Only the bridge does this: every descriptor it
-// waits on is polled; a process that blocks in system calls has sysmon
-// take its P back each time, which restarts the 20 µs polling.
+// sandboxes run) a timer costs an exit to the host. Kept awake, the
+// daemon's round-trip p50 is 15-20 % lower and the bridge's about 10 %,
+// its CPU per message 20 % lower (docs/RATIONALE.md gives the figures,
+// both legs measured in the same run). The server and the bridge do it;
+// the agents and processes the server starts do not (restoreGodebug): a
+// process that blocks in system calls has sysmon take its P back each
+// time, which restarts the 20 µs polling, and the mock agent, which
+// blocks reading its stdin, got slower.
 //
 // The runtime has no setting for sysmon, only this: with
 // GODEBUG=schedtrace=N, sysmon never parks (it has a trace to print every

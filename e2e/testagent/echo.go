@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -31,9 +33,21 @@ func serveEcho(addr string) {
 // the agent command, writes each request body plus a newline to its stdin
 // and answers with the next line of its stdout. It handles one request at a
 // time and knows nothing of ids; the benchmarks' floor for the daemon.
+// TESTAGENT_AGENT_GODEBUG ("=" and a value, or empty for none) is the
+// agent's GODEBUG when set.
 func serveProxy(addr string, procs int, command []string) {
 	runtime.GOMAXPROCS(procs)
 	cmd := exec.Command(command[0], command[1:]...)
+	if was, ok := os.LookupEnv("TESTAGENT_AGENT_GODEBUG"); ok {
+		// The agent gets GODEBUG as it was before the caller set it for
+		// this proxy, as the daemon's agents do (its sysmon setting).
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "GODEBUG=") || strings.HasPrefix(kv, "TESTAGENT_AGENT_GODEBUG=")
+		})
+		if v, set := strings.CutPrefix(was, "="); set {
+			cmd.Env = append(cmd.Env, "GODEBUG="+v)
+		}
+	}
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

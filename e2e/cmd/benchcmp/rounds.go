@@ -218,13 +218,24 @@ func httpRoundTrip(ctx context.Context, url string, seq *int) error {
 }
 
 // startProxy runs e2e/testagent -proxy in front of another mock, on the
-// daemon's number of Ps (half the CPUs), and returns its URL. The process
+// daemon's number of Ps (half the CPUs) and with Go's sysmon kept awake
+// as the daemon keeps its own (cmd/sandbox-agent's sysmon_linux.go; its
+// agent gets GODEBUG as it was, as the daemon's do), and returns its URL. The process
 // ends with the run (parent-death signal; the run also kills what is left
 // under its directory).
 func startProxy(ctx context.Context, testagent, bin string) (string, error) {
 	procs := strconv.Itoa(max(1, runtime.NumCPU()/2))
 	cmd := exec.CommandContext(ctx, testagent, "-proxy", "127.0.0.1:0", procs, bin, "mock-agent-process")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	godebug, set := os.LookupEnv("GODEBUG")
+	was := ""
+	if set {
+		was = "=" + godebug
+	}
+	if !strings.Contains(","+godebug, ",schedtrace=") {
+		godebug = strings.TrimPrefix(godebug+",schedtrace=2147483647", ",")
+	}
+	cmd.Env = append(os.Environ(), "GODEBUG="+godebug, "TESTAGENT_AGENT_GODEBUG="+was)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err
