@@ -98,8 +98,8 @@ func directRoundTrip(s *stdio, seq *int) error {
 	return err
 }
 
-// directStream asks for n updates over the pipes and counts them.
-func directStream(s *stdio, sid string, n int, seq *int) (streamFigures, error) {
+// directStream asks for n updates over the pipes and counts them into f.
+func directStream(s *stdio, sid string, n int, seq *int, f *streamFigures) error {
 	*seq++
 	id := "prompt-" + strconv.Itoa(*seq)
 	got := 0
@@ -111,12 +111,10 @@ func directStream(s *stdio, sid string, n int, seq *int) (streamFigures, error) 
 			last = time.Now()
 		}
 	}); err != nil {
-		return streamFigures{}, err
+		return err
 	}
-	if last.IsZero() {
-		return streamFigures{lost: n}, nil
-	}
-	return streamFigures{rate: float64(got) / last.Sub(start).Seconds(), lost: n - got}, nil
+	f.add(got, n, start, last)
+	return nil
 }
 
 // directFirsts times k fresh agents' first answer, process start included.

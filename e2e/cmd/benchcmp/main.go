@@ -12,8 +12,9 @@
 // round starts both daemons afresh and runs every workload on each leg in
 // turn (ours, reference, then the baselines), so that a change in the
 // machine's load falls on both legs of a pair; the closing figures are the
-// ratios within each round. A round's workloads: one instance streams a
-// burst of updates to a connected reader (throughput, events lost, then
+// ratios within each round. A round's workloads: one instance streams
+// updates to a connected reader, in bursts the legs take in turn
+// (throughput, events lost, then
 // the daemon's settled RSS with that instance's replay full); request round
 // trips (p50, p99); first requests of new instances, spawn included.
 //
@@ -56,6 +57,7 @@ type config struct {
 	warmup      int
 	block       int
 	stream      int
+	bursts      int
 	firsts      int
 	extras      bool
 	perInstance int
@@ -74,6 +76,7 @@ func main() {
 	flag.IntVar(&c.warmup, "warmup", 200, "untimed requests per leg and round before the timed ones")
 	flag.IntVar(&c.block, "block", 50, "the round trips' legs take turns in blocks of this many requests")
 	flag.IntVar(&c.stream, "stream", 150000, "updates in each round's streaming run (the RSS row is taken after it)")
+	flag.IntVar(&c.bursts, "stream-bursts", 5, "the streaming run's legs take turns in this many bursts")
 	flag.IntVar(&c.firsts, "first-requests", 10, "fresh instances per leg and round for the first-request latency")
 	flag.BoolVar(&c.extras, "extras", true, "after the rounds, run the once-only rows (RSS per instance, concurrent instances, 1 GiB file)")
 	flag.IntVar(&c.perInstance, "rss-instances", 50, "live instances for the RSS-per-instance figure")
@@ -81,8 +84,8 @@ func main() {
 	flag.Int64Var(&c.fileBytes, "file-bytes", 1<<30, "size of the file PUT and GET")
 	flag.StringVar(&c.out, "out", "", "also write the tables to this file")
 	flag.Parse()
-	if c.rounds < 1 || c.roundTrips < 100 || c.block < 1 || c.stream < 1 || c.firsts < 1 {
-		fmt.Fprintln(os.Stderr, "benchcmp: -rounds, -stream and -first-requests must be at least 1, -round-trips at least 100")
+	if c.rounds < 1 || c.roundTrips < 100 || c.block < 1 || c.stream < 1 || c.bursts < 1 || c.firsts < 1 {
+		fmt.Fprintln(os.Stderr, "benchcmp: -rounds, -stream, -stream-bursts and -first-requests must be at least 1, -round-trips at least 100")
 		os.Exit(2)
 	}
 

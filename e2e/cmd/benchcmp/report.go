@@ -100,7 +100,7 @@ func renderRounds(c config, rounds []*round, refVersion string) string {
 			us(o.p99), us(f.p99), us(p.p99), fmtRatio(ratioOf(dur(o.p99), dur(f.p99))))
 	}
 
-	fmt.Fprintf(&b, "\nStreaming %d updates to one connected reader, updates/s; then the daemon's settled RSS with that instance's replay full\n\n", c.stream)
+	fmt.Fprintf(&b, "\nStreaming %d updates to one connected reader in %d bursts, the legs taking turns burst by burst, updates/s; then the daemon's settled RSS with that instance's replay full\n\n", max(1, c.stream/c.bursts)*c.bursts, c.bursts)
 	b.WriteString("| round | ours | reference | direct | ours ÷ direct | ours ÷ reference | lost ours | lost reference | RSS ours | RSS reference | RSS ours ÷ reference |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	lost := func(s streamFigures) string {

@@ -20,11 +20,26 @@ func latencyOf(durs []time.Duration) latency {
 	return latency{percentile(durs, 0.50), percentile(durs, 0.99)}
 }
 
-// streamFigures is one leg's streaming run.
+// streamFigures is one leg's streaming run, over its bursts.
 type streamFigures struct {
-	rate float64 // updates per second received
+	rate float64 // updates per second received, over the bursts' time
 	lost int     // updates never received
 	gaps int     // replay-gap frames seen
+
+	got  int
+	busy time.Duration // from each burst's prompt to its last update
+}
+
+// add counts one burst: got of n updates, the last at last (zero if none).
+func (f *streamFigures) add(got, n int, start, last time.Time) {
+	f.lost += n - got
+	f.got += got
+	if !last.IsZero() {
+		f.busy += last.Sub(start)
+	}
+	if f.busy > 0 {
+		f.rate = float64(f.got) / f.busy.Seconds()
+	}
 }
 
 // round holds one round's figures, every leg measured in the same window,
@@ -74,27 +89,48 @@ func runRound(ctx context.Context, c config, e *env, index int) (*round, error) 
 	seq := 0
 
 	// Streaming first, on fresh daemons: the RSS row is the daemon with one
-	// instance whose replay has just taken the whole run. The legs' order
-	// turns with the round (rotate), so that no leg always runs first
-	// after the daemons' start or last after the others' bursts.
-	streamLegs := rotate([]string{"ours", "reference", "direct"}, index)
-	for _, leg := range streamLegs {
-		logf("%s: streaming %d updates", leg, c.stream)
-		if leg == "direct" {
-			s, err := directStream(e.direct, e.directSession, c.stream, &seq)
-			if err != nil {
-				return nil, fmt.Errorf("direct stream: %w", err)
-			}
-			r.stream["direct"] = s
-			continue
+	// instance whose replay has just taken the whole run. The updates
+	// come in c.bursts prompts per leg, the legs taking turns burst by
+	// burst and their order turning (rotate), so that a change of the
+	// machine's state falls on every leg alike (one burst of 150 000 per
+	// leg in a row let a round's ratio swing 0.84-1.04x with the load);
+	// a leg's rate is its updates over its bursts' time.
+	streams := map[string]*httpStream{}
+	defer func() {
+		for _, s := range streams {
+			s.close()
 		}
-		t := byKind(daemons, leg)
-		s, err := burstOverHTTP(ctx, t, "stream", c.stream)
+	}()
+	for _, t := range daemons {
+		s, err := openHTTPStream(ctx, t, "stream")
 		if err != nil {
 			return nil, fmt.Errorf("%s stream: %w", t.kind, err)
 		}
-		r.stream[t.kind] = s
+		streams[t.kind] = s
+	}
+	figs := map[string]*streamFigures{"ours": {}, "reference": {}, "direct": {}}
+	per := max(1, c.stream/c.bursts)
+	logf("streaming %d updates per leg, in %d bursts", per*c.bursts, c.bursts)
+	for b := range c.bursts {
+		for _, leg := range rotate([]string{"ours", "reference", "direct"}, index+b) {
+			var err error
+			if leg == "direct" {
+				err = directStream(e.direct, e.directSession, per, &seq, figs[leg])
+			} else {
+				err = streams[leg].burst(ctx, b+1, per, figs[leg])
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s stream: %w", leg, err)
+			}
+		}
+	}
+	for leg, f := range figs {
+		r.stream[leg] = *f
+	}
+	for _, t := range daemons {
 		r.rss[t.kind] = settledRSS(t.pid())
+		streams[t.kind].close()
+		delete(streams, t.kind)
 		del(t, "stream")
 	}
 

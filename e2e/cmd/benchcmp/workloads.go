@@ -119,39 +119,62 @@ func benchExtras(ctx context.Context, c config, t *target, src, work string) (*f
 	return f, ctx.Err()
 }
 
-// burstOverHTTP starts instance id, opens its stream, asks for n updates
-// and counts the distinct ones that arrive before the turn's answer (on the
-// stream for both daemons; the reference answers the POST only when the
-// turn ends). The instance is left running.
-func burstOverHTTP(ctx context.Context, t *target, id string, n int) (streamFigures, error) {
-	var f streamFigures
+// httpStream is a daemon's instance for the streaming runs, its event
+// stream open and read by burst.
+type httpStream struct {
+	t      *target
+	id     string
+	sid    string
+	resp   *http.Response
+	r      *httpclient.SSEReader
+	cancel context.CancelFunc
+}
+
+// openHTTPStream starts instance id with a session and opens its stream.
+// The instance is left running; close ends the stream.
+func openHTTPStream(ctx context.Context, t *target, id string) (*httpStream, error) {
 	if _, err := mustPost(ctx, t, id, "?agent=mock", initMsg); err != nil {
-		return f, err
+		return nil, err
 	}
 	b, err := mustPost(ctx, t, id, "", newSessionMsg("s"))
 	if err != nil {
-		return f, err
+		return nil, err
 	}
 	sid, err := sessionID(b)
 	if err != nil {
-		return f, err
+		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	req, _ := http.NewRequestWithContext(sctx, "GET", t.url+"/v1/acp/"+id, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := client.Do(req)
 	if err != nil {
-		return f, err
+		cancel()
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return f, fmt.Errorf("stream: %d", resp.StatusCode)
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("stream: %d", resp.StatusCode)
 	}
+	return &httpStream{t: t, id: id, sid: sid, resp: resp, r: httpclient.NewSSEReader(resp.Body, 0), cancel: cancel}, nil
+}
+
+func (s *httpStream) close() {
+	s.resp.Body.Close()
+	s.cancel()
+}
+
+// burst asks for n updates (prompt k) and counts the distinct ones that
+// arrive before the turn's answer (on the stream for both daemons; the
+// reference answers the POST only when the turn ends), adding them and
+// the time from the prompt to the last update to f.
+func (s *httpStream) burst(ctx context.Context, k, n int, f *streamFigures) error {
+	id := "prompt-" + strconv.Itoa(k)
 	postErr := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		st, b, err := post(sctx, t, id, "", promptMsg("prompt", sid, n))
+		st, b, err := post(ctx, s.t, s.id, "", promptMsg(id, s.sid, n))
 		if err == nil && st != 200 && st != 202 {
 			err = fmt.Errorf("prompt: %d %s", st, b)
 		}
@@ -160,20 +183,20 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (streamFigu
 	seen := make([]bool, n+1)
 	got := 0
 	var last time.Time
-	r := httpclient.NewSSEReader(resp.Body, 0)
 	marker := []byte(`mock: chunk `)
+	end := []byte(`"id":"` + id + `"`)
 	for {
-		ev, err := r.Next()
+		ev, err := s.r.Next()
 		if err != nil {
-			return f, fmt.Errorf("stream ended after %d updates: %w", got, err)
+			return fmt.Errorf("stream ended after %d updates: %w", got, err)
 		}
 		line := ev.Data
 		if i := bytes.Index(line, marker); i >= 0 {
 			rest := line[i+len(marker):]
 			j := bytes.IndexByte(rest, '"')
-			k, _ := strconv.Atoi(string(rest[:max(j, 0)]))
-			if k >= 1 && k <= n && !seen[k] {
-				seen[k] = true
+			c, _ := strconv.Atoi(string(rest[:max(j, 0)]))
+			if c >= 1 && c <= n && !seen[c] {
+				seen[c] = true
 				got++
 				last = time.Now()
 			}
@@ -183,18 +206,15 @@ func burstOverHTTP(ctx context.Context, t *target, id string, n int) (streamFigu
 			f.gaps++
 			continue
 		}
-		if bytes.Contains(line, []byte(`"prompt"`)) && bytes.Contains(line, []byte(`stopReason`)) {
+		if bytes.Contains(line, end) && bytes.Contains(line, []byte(`stopReason`)) {
 			break
 		}
 	}
 	if err := <-postErr; err != nil {
-		return f, err
+		return err
 	}
-	f.lost = n - got
-	if !last.IsZero() {
-		f.rate = float64(got) / last.Sub(start).Seconds()
-	}
-	return f, nil
+	f.add(got, n, start, last)
+	return nil
 }
 
 func fileFigures(ctx context.Context, t *target, f *figures, src, dst, down string, size int64) {
