@@ -83,19 +83,10 @@ func sysmonEnv(polled bool) (undo func(), ok bool) {
 	if !reexecAllowed || sysmonAwake || godebugHas(godebug, "schedtrace") {
 		return nil, false
 	}
-	for fd := range 2 {
+	if polled && !(pipeOrSocket(0) && pipeOrSocket(1)) {
 		// The bridge's stdio must be polled (pollableStdio): a read
 		// blocked on a terminal would restart sysmon's 20 µs polling.
-		var st unix.Stat_t
-		if !polled {
-			break
-		}
-		if unix.Fstat(fd, &st) != nil {
-			return nil, false
-		}
-		if m := st.Mode & unix.S_IFMT; m != unix.S_IFIFO && m != unix.S_IFSOCK {
-			return nil, false
-		}
+		return nil, false
 	}
 	var now unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil || now.Nano() >= math.MaxInt32*1e6-sysmonMargin {
@@ -132,6 +123,16 @@ func keepSysmonAwake(polled bool) error {
 	err := execSelf(os.Args, os.Environ())
 	undo()
 	return err
+}
+
+// pipeOrSocket reports whether descriptor fd is a pipe or a socket.
+func pipeOrSocket(fd int) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	m := st.Mode & unix.S_IFMT
+	return m == unix.S_IFIFO || m == unix.S_IFSOCK
 }
 
 // execSelf executes this very binary again, with args and env: it returns

@@ -228,16 +228,6 @@ func rotate(s []string, k int) []string {
 	return append(append([]string(nil), s[k:]...), s[:k]...)
 }
 
-// byKind is the daemon of that kind.
-func byKind(ts []*target, kind string) *target {
-	for _, t := range ts {
-		if t.kind == kind {
-			return t
-		}
-	}
-	panic("no daemon " + kind)
-}
-
 // httpRoundTrip POSTs one echo request to url over a kept-alive
 // connection and checks its answer.
 func httpRoundTrip(ctx context.Context, url string, seq *int) error {
@@ -256,7 +246,10 @@ func httpRoundTrip(ctx context.Context, url string, seq *int) error {
 // startProxy runs e2e/testagent -proxy in front of another mock, on the
 // daemon's number of Ps (half the CPUs) and with Go's sysmon kept awake
 // as the daemon keeps its own (cmd/sandbox-agent's sysmon_linux.go; its
-// agent gets GODEBUG as it was, as the daemon's do), and returns its URL. The process
+// agent gets GODEBUG as it was, as the daemon's do; on a machine up for
+// more than 23.8 days the daemon keeps the runtime's default and the
+// proxy does not, which can only make the floor look worse), and returns
+// its URL. The process
 // ends with the run (parent-death signal; the run also kills what is left
 // under its directory).
 func startProxy(ctx context.Context, testagent, bin string) (string, error) {
