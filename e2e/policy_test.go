@@ -331,6 +331,61 @@ func TestPolicyHMACToken(t *testing.T) {
 	waitLog(t, d, `principal=hmac:alice`)
 }
 
+// A stream opened with a signed token ends once the token has expired,
+// without a reload: the daemon asks the chain again every
+// --policy-recheck, and hmactoken now refuses it. A stream opened with a
+// token valid for an hour goes on.
+func TestPolicyRecheckEndsExpiredStreams(t *testing.T) {
+	t.Parallel()
+	const secret = "e2e-secret-0123456789"
+	hc := filepath.Join(t.TempDir(), "hmac.json")
+	if err := os.WriteFile(hc, []byte(`{"secret": "`+secret+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := harness.Start(t, harness.Options{Env: policyCacheEnv(), Args: []string{
+		"--policy", policyWasm(t, "hmactoken") + ",config=" + hc + ",timeout=2s", "--policy-recheck", "1s"}})
+	// hmactoken's expiry is in whole seconds: this one expires 2 to 3 s
+	// from now.
+	expiry := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	short, long := mint(secret, "alice", expiry), mint(secret, "bob", time.Now().Add(time.Hour))
+	if st, msg := acpPost(d, long, "/v1/acp/x?agent=mock", policyInit); st != 200 {
+		t.Fatalf("start: %d %s", st, msg)
+	}
+	a := d.Stream("/v1/acp/x", "Authorization", "Bearer "+short)
+	defer a.Close()
+	b := d.Stream("/v1/acp/x", "Authorization", "Bearer "+long)
+	defer b.Close()
+	for _, s := range []*harness.Stream{a, b} {
+		s.Until(t, 10*time.Second, func(ev harness.Event) bool { return strings.Contains(ev.Data, `"id":1`) })
+	}
+	ended := make(chan time.Time, 1)
+	go func() {
+		for {
+			if _, err := a.Next(); err != nil {
+				ended <- time.Now()
+				return
+			}
+		}
+	}()
+	select {
+	case at := <-ended:
+		if at.Before(expiry) {
+			t.Errorf("the stream ended at %v, before its token expired at %v", at, expiry)
+		}
+	case <-time.After(time.Until(expiry) + 10*time.Second):
+		t.Fatal("the expired token's stream is still open 10 s after the expiry")
+	}
+	if st, _ := call(d, short, "GET", "/v1/health", ""); st != 401 {
+		t.Errorf("the expired token on a new request: %d", st)
+	}
+	// bob's stream, rechecked as often, still delivers.
+	if st, msg := acpPost(d, long, "/v1/acp/x", `{"jsonrpc":"2.0","id":2,"method":"x/echo","params":{}}`); st != 200 {
+		t.Fatalf("echo: %d %s", st, msg)
+	}
+	b.Until(t, 10*time.Second, func(ev harness.Event) bool { return strings.Contains(ev.Data, `"id":2`) })
+	waitLog(t, d, "stream ended: no longer authorised")
+}
+
 // waitLog waits (bounded) for a daemon log line containing s.
 func waitLog(t *testing.T, d *harness.Daemon, s string) {
 	t.Helper()

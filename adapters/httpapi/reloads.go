@@ -56,6 +56,28 @@ func (r *Reloads) Count(what string, err error) {
 	}
 }
 
+// attach gives the counters the open streams of the handler New built;
+// a recheck (Recheck) may run on another goroutine already.
+func (r *Reloads) attach(s *route.Streams) {
+	r.mu.Lock()
+	r.streams = s
+	r.mu.Unlock()
+}
+
+// Recheck asks the auth chain again about every open event stream and
+// WebSocket without a reload, and ends those it now refuses: a policy
+// whose decisions change with time alone (hmactoken's expiry) refuses a
+// stream it allowed when it opened. It returns how many ended.
+func (r *Reloads) Recheck(ctx context.Context) int {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	streams := r.streams
+	r.mu.Unlock()
+	return streams.Rejudge(ctx)
+}
+
 func (r *Reloads) write(e expo) {
 	if r == nil {
 		return

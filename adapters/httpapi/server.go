@@ -169,7 +169,7 @@ func (c *Config) fill() {
 func New(cfg Config) http.Handler {
 	cfg.fill()
 	if cfg.Reloads != nil {
-		cfg.Reloads.streams = cfg.env.Streams
+		cfg.Reloads.attach(cfg.env.Streams)
 	}
 	hm := cfg.metrics
 	hm.inflight = cfg.env.Budget

@@ -218,6 +218,8 @@ func TestCLIFlagsPerCommand(t *testing.T) {
 		{[]string{"install-agent"}, 2, "missing <agent>"},
 		{[]string{"server", "--policy", "x.wasm,fail=sometimes"}, 2, "fail"},
 		{[]string{"server", "--log-format", "loud", "--port", "0"}, 2, "--log-format"},
+		{[]string{"server", "--policy-recheck", "10ms", "--port", "0"}, 2, "--policy-recheck must be 0 or at least 1s, got 10ms"},
+		{[]string{"server", "--policy-recheck", "-1s", "--port", "0"}, 2, "--policy-recheck must be at least 0s, got -1s"},
 		{[]string{"server", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{}, 2, "missing command"},
 		{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},

@@ -23,15 +23,31 @@ import (
 
 func init() { extraCommands = append(extraCommands, newPolicyCmd) }
 
-// policyFlags are the server's --policy (repeatable) and --policy-cache.
+// policyFlags are the server's --policy (repeatable), --policy-cache and
+// --policy-recheck.
 type policyFlags struct {
-	specs []string
-	cache string
+	specs   []string
+	cache   string
+	recheck time.Duration
 }
+
+// minPolicyRecheck is the shortest --policy-recheck: each one runs the
+// chain once per open stream.
+const minPolicyRecheck = time.Second
 
 func (p *policyFlags) register(fs *pflag.FlagSet) {
 	fs.Var((*policySpecs)(&p.specs), "policy", "auth policy: FILE.wasm[,config=FILE][,fail=open][,timeout=25ms][,memory=MiB][,instances=N][,cache=off] (repeatable; run in order before the token check: the first deny or grant decides)")
 	fs.StringVar(&p.cache, "policy-cache", defaultPolicyCache(), "directory caching compiled policy modules (empty: memory only)")
+	fs.DurationVar(&p.recheck, "policy-recheck", 30*time.Second, "with --policy: ask the chain again this often about every open event stream and WebSocket, ending those it now refuses (an expired token); 0: only at a reload")
+}
+
+// validate refuses a recheck interval that is negative or so short the
+// rechecks would keep a core busy.
+func (p *policyFlags) validate() error {
+	if p.recheck < 0 || (p.recheck > 0 && p.recheck < minPolicyRecheck) {
+		return fmt.Errorf("--policy-recheck must be 0 or at least %v, got %v", minPolicyRecheck, p.recheck)
+	}
+	return nil
 }
 
 // policySpecs is the repeatable --policy flag; each value is checked as it
@@ -155,7 +171,9 @@ func startPolicies(ctx context.Context, pf policyFlags, secrets *fsys.Secrets, r
 			secrets.SetFiles("policies", files.take())
 		}
 	})
+	stopRecheck := recheckStreams(ctx, pf.recheck, reloads)
 	stop = func() {
+		stopRecheck()
 		stopHUP()
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -163,6 +181,37 @@ func startPolicies(ctx context.Context, pf policyFlags, secrets *fsys.Secrets, r
 		_ = host.Close(cctx)
 	}
 	return current, stop, nil
+}
+
+// recheckStreams runs the auth chain again over the open streams every
+// interval (Reloads.Recheck) until ctx ends or stop is called: a stream is
+// otherwise decided when it opens and at a reload, and a policy whose
+// answer changes with time alone (a token that expires) would let a
+// stream opened before the change go on for as long as its socket lives.
+// No interval (0), no goroutine.
+func recheckStreams(ctx context.Context, every time.Duration, reloads *httpapi.Reloads) (stop func()) {
+	if every <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				reloads.Recheck(ctx)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // reloadPolicies reads the modules and their configs again and swaps them

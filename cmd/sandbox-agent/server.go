@@ -100,6 +100,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err := f.opencode.validate(); err != nil {
 		return usagef("%v", err)
 	}
+	if err := f.policy.validate(); err != nil {
+		return usagef("%v", err)
+	}
 	f.limits.withOpenCode = !f.opencode.disabled
 	goLimit := f.limits.setMemoryLimit(log)
 	f.limits.warnFDs(log)
