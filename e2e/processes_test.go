@@ -411,6 +411,15 @@ func TestProcessesLifecycle(t *testing.T) {
 	if st, h, b := d.Do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil); st != 400 || h.Get("Content-Type") != "application/problem+json" {
 		t.Errorf("plain GET of the socket route: %d %s", st, b)
 	}
+	// A handshake the WebSocket library would refuse in text/plain is a
+	// problem, as every other error.
+	bad := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "8", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+	if st, h, b := d.Do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil, bad...); st != 400 || h.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("upgrade with Sec-WebSocket-Version 8: %d %s %s", st, h.Get("Content-Type"), b)
+	}
+	if st, h, b := d.Do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil, up[:6]...); st != 400 || h.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("upgrade without Sec-WebSocket-Key: %d %s %s", st, h.Get("Content-Type"), b)
+	}
 	if st, _, b := d.Do("GET", "/v1/processes/"+tp.ID+"/terminal/ws?access_token=tok", nil, append(up, "Origin", "https://evil.example")...); st != 403 {
 		t.Errorf("cross-origin upgrade: %d %s", st, b)
 	}

@@ -2,7 +2,6 @@ package acpstd
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -28,25 +27,10 @@ const wsBatch = 256
 // fail is checked before the agent starts, and answered as a problem.
 func acceptACPWebSocket(ctx context.Context, cfg *server, in *acpStdGetInput) (*huma.StreamResponse, error) {
 	r := in.Request()
-	if r.ProtoMajor != 1 {
-		return nil, route.Invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
-	}
-	if r.Method != http.MethodGet { // HEAD: served by the GET route
-		return nil, route.WithStatus(http.StatusMethodNotAllowed, domain.InvalidRequest("a WebSocket upgrade must be a GET"))
-	}
-	if !route.HeaderHasToken(r.Header, "Connection", "upgrade") || r.Header.Get("Sec-WebSocket-Key") == "" {
-		return nil, route.Invalid("invalid WebSocket handshake: needs Connection: Upgrade and Sec-WebSocket-Key")
-	}
-	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
-		return nil, route.Invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
-	}
-	// The WebSocket library checks the key too, but only in Accept, once
-	// the agent has started: a bad key would start and stop an agent
-	// process, and be answered in text/plain.
-	if keys := r.Header.Values("Sec-WebSocket-Key"); len(keys) > 1 {
-		return nil, route.Invalid("invalid WebSocket handshake: more than one Sec-WebSocket-Key")
-	} else if k, err := base64.StdEncoding.DecodeString(keys[0]); err != nil || len(k) != 16 {
-		return nil, route.Invalid("invalid WebSocket handshake: Sec-WebSocket-Key must be 16 bytes in base64")
+	// The library checks the handshake too, but only in Accept, once the
+	// agent has started, and answers in text/plain.
+	if err := route.CheckHandshake(r); err != nil {
+		return nil, err
 	}
 	if !route.SameOrigin(r, cfg.env.AllowedOrigin) {
 		msg := "cross-origin WebSocket not allowed (see --cors-allow-origin)"

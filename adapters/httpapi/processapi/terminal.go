@@ -89,8 +89,8 @@ func registerTerminalWS(api huma.API, env *route.Env, svc *processes.Service) {
 // WebSocket is not subject to CORS, so without the origin check any web
 // page could type into a terminal of a daemon that has no token.
 func checkUpgrade(r *http.Request, allowed func(origin string) bool) error {
-	if !route.HeaderHasToken(r.Header, "Connection", "upgrade") || !route.HeaderHasToken(r.Header, "Upgrade", "websocket") {
-		return route.Invalid("expected a WebSocket upgrade request")
+	if err := route.CheckHandshake(r); err != nil {
+		return err
 	}
 	if route.SameOrigin(r, allowed) {
 		return nil

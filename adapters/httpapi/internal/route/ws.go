@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/url"
@@ -54,6 +55,34 @@ func CloseOverloaded(ws *websocket.Conn) {
 // IsWebSocketUpgrade reports whether r asks for a WebSocket.
 func IsWebSocketUpgrade(r *http.Request) bool {
 	return HeaderHasToken(r.Header, "Upgrade", "websocket")
+}
+
+// CheckHandshake checks a WebSocket upgrade the way the WebSocket library's
+// Accept will (RFC 6455 §4.2.1), before anything is started for it: the
+// library answers a bad handshake in text/plain, where every other error
+// of the API is a problem, and only once the route has done its work (an
+// ACP connection would start and stop an agent for nothing).
+func CheckHandshake(r *http.Request) error {
+	if r.ProtoMajor != 1 {
+		return Invalid("a WebSocket needs an HTTP/1.1 upgrade (WebSocket over HTTP/2 is not served)")
+	}
+	if r.Method != http.MethodGet {
+		return WithStatus(http.StatusMethodNotAllowed, domain.InvalidRequest("a WebSocket upgrade must be a GET"))
+	}
+	if !HeaderHasToken(r.Header, "Connection", "upgrade") || !HeaderHasToken(r.Header, "Upgrade", "websocket") {
+		return Invalid("invalid WebSocket handshake: needs Connection: Upgrade and Upgrade: websocket")
+	}
+	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
+		return Invalid("unsupported Sec-WebSocket-Version %q (want 13)", v)
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return Invalid("invalid WebSocket handshake: needs exactly one Sec-WebSocket-Key")
+	}
+	if k, err := base64.StdEncoding.DecodeString(keys[0]); err != nil || len(k) != 16 {
+		return Invalid("invalid WebSocket handshake: Sec-WebSocket-Key must be 16 bytes in base64")
+	}
+	return nil
 }
 
 // HeaderHasToken reports whether a comma-separated header lists token (in
