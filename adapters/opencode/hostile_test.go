@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -427,5 +428,56 @@ func TestDeleteOfAClientThatLeft(t *testing.T) {
 	h.a.ServeHTTP(httptest.NewRecorder(), req)
 	if _, err := h.store.session(context.Background(), id); !errors.Is(err, errNoSession) {
 		t.Errorf("the session's row after a DELETE whose client left: %v", err)
+	}
+}
+
+func TestPromptStartsAnAgentOnlyIfAllowedTo(t *testing.T) {
+	// A prompt whose agent does not run starts it: the chain must see
+	// acp.start, which a read-only token lacks (on /v1 it may only talk
+	// to a running instance). It was described as acp.send alone, so a
+	// viewer started agents through /opencode. A prompt judged without
+	// acp.start (its agent ran then) must not start the agent either if
+	// it stopped meanwhile.
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	describe := func() domain.AuthRequest {
+		var req domain.AuthRequest
+		h.a.Describe(httptest.NewRequest("POST", "/opencode/session/"+id+"/message", nil), nil, &req)
+		return req
+	}
+	starts := func(req domain.AuthRequest) bool {
+		return slices.Contains(req.AllActions(), domain.ActionACPStart)
+	}
+	if req := describe(); req.Action != domain.ActionACPSend || !starts(req) {
+		t.Errorf("a prompt to an agent not running: %s %v, want acp.send implying acp.start", req.Action, req.Implies)
+	}
+	h.prompt(id, "hi")
+	if req := describe(); req.Action != domain.ActionACPSend || starts(req) {
+		t.Errorf("a prompt to a running agent: %s %v, want acp.send alone", req.Action, req.Implies)
+	}
+	h.prompt(id, "exit") // the agent exits: the next prompt would start it
+	for _, route := range []string{"message", "command"} {
+		body := promptBody("again")
+		if route == "command" {
+			body = `{"command":"again"}`
+		}
+		req := httptest.NewRequest("POST", "/opencode/session/"+id+"/"+route, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req = req.WithContext(h.a.StartAllowed(req.Context(), false))
+		rec := httptest.NewRecorder()
+		h.a.ServeHTTP(rec, req)
+		var m wireMessage
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &m) != nil {
+			t.Fatalf("%s: %d %s", route, rec.Code, rec.Body)
+		}
+		if e := fmt.Sprint(m.Info["error"]); !strings.Contains(e, "acp.start") {
+			t.Errorf("%s judged without acp.start, its agent stopped: error %s, want one naming acp.start", route, e)
+		}
+	}
+	if n := len(h.runner.Processes()); n != 1 {
+		t.Errorf("%d agent processes, want 1: a prompt not allowed to start the agent started it", n)
+	}
+	if got := h.prompt(id, "back").text(); got != "echo: back" { // allowed (no policy): starts it
+		t.Errorf("after: %q", got)
 	}
 }

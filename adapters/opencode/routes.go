@@ -338,6 +338,7 @@ func (a *Adapter) promptSync(w http.ResponseWriter, r *http.Request, s *session)
 	if err := in.validate(); err != nil {
 		return err
 	}
+	in.mayStart = mayStart(r.Context())
 	t, err := a.startTurn(r.Context(), s, &in)
 	if err != nil {
 		return err
@@ -433,6 +434,7 @@ func (a *Adapter) promptAsync(w http.ResponseWriter, r *http.Request, s *session
 		release()
 		return err
 	}
+	in.mayStart = mayStart(r.Context())
 	if err := s.reserve(); err != nil {
 		release()
 		return err
@@ -478,6 +480,7 @@ func (a *Adapter) command(w http.ResponseWriter, r *http.Request, s *session) er
 	if err := p.validate(); err != nil {
 		return err
 	}
+	p.mayStart = mayStart(r.Context())
 	t, err := a.startTurn(r.Context(), s, p)
 	if err != nil {
 		return err

@@ -233,17 +233,17 @@ func (s *session) agentGone(c *agentConn, cause error) {
 }
 
 // bind makes sure the session has a live ACP session: the agent's
-// connection (started when none runs), then session/load of the session
-// it had (after a daemon or agent restart, when the agent offers it) or
-// session/new.
-func (s *session) bind(ctx context.Context) (*agentConn, string, error) {
+// connection (started when none runs and mayStart), then session/load of
+// the session it had (after a daemon or agent restart, when the agent
+// offers it) or session/new.
+func (s *session) bind(ctx context.Context, mayStart bool) (*agentConn, string, error) {
 	s.mu.Lock()
 	c, acpID, agent, dir := s.conn, s.acpID, s.agent, s.info.Directory
 	s.mu.Unlock()
 	if c != nil && c.alive() {
 		return c, acpID, nil
 	}
-	c, err := s.a.connFor(ctx, agent)
+	c, err := s.a.connFor(ctx, agent, mayStart)
 	if err != nil {
 		return nil, "", err
 	}
@@ -355,9 +355,10 @@ func (s *session) chooseModel(ctx context.Context, c *agentConn, acpID, model st
 	s.mu.Unlock()
 }
 
-// connFor returns the agent's live connection, starting one if none runs.
-// Concurrent callers for one agent wait for the one start.
-func (a *Adapter) connFor(ctx context.Context, agent string) (*agentConn, error) {
+// connFor returns the agent's live connection, starting one if none runs
+// and mayStart (else errMayNotStart). Concurrent callers for one agent
+// wait for the one start.
+func (a *Adapter) connFor(ctx context.Context, agent string, mayStart bool) (*agentConn, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -387,6 +388,9 @@ func (a *Adapter) connFor(ctx context.Context, agent string) (*agentConn, error)
 	a.mu.Unlock()
 	if c != nil && c.alive() {
 		return c, nil
+	}
+	if !mayStart {
+		return nil, errMayNotStart(agent)
 	}
 	c, err := a.dial(ctx, agent)
 	if err != nil {
@@ -418,6 +422,12 @@ func (a *Adapter) dropSlotLocked(agent string, slot *connSlot) {
 }
 
 var errShuttingDown = domain.StreamError("the daemon is shutting down")
+
+// errMayNotStart fails a prompt judged without acp.start (its agent ran
+// then) whose agent has stopped since.
+func errMayNotStart(agent string) error {
+	return domain.PermissionDenied("agent " + agent + " is not running, and this request was not allowed to start it (acp.start); retry to be judged again")
+}
 
 // slug is a short name for a session, as OpenCode shows one.
 func slug(id string) string {
