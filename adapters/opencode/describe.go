@@ -111,6 +111,7 @@ func (a *Adapter) agentOf(r *http.Request, id string) string {
 	if s == nil {
 		return ""
 	}
+	defer a.unpin(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.agent
@@ -123,13 +124,14 @@ func (a *Adapter) bound(r *http.Request, id string) bool {
 	if s == nil {
 		return true
 	}
+	defer a.unpin(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.acpID != "" || s.conn != nil
 }
 
 // describedSession is the runtime of session id, loaded from the store
-// when needed, or nil.
+// when needed and pinned (the caller unpins it), or nil.
 func (a *Adapter) describedSession(r *http.Request, id string) *session {
 	if len(id) > 128 {
 		return nil

@@ -481,3 +481,47 @@ func TestPromptStartsAnAgentOnlyIfAllowedTo(t *testing.T) {
 		t.Errorf("after: %q", got)
 	}
 }
+
+func TestIdleSessionsAreNotAllKeptInMemory(t *testing.T) {
+	// Every session created or read since start stayed in memory, each
+	// with up to 70 KiB (permission, directory, title): the heap grew with
+	// the database (--opencode-max-db, 512 MiB), outside every memory
+	// budget (3,000 sessions with a 60 KB permission: +340 MB of heap).
+	// Idle sessions are now forgotten past maxResident and loaded from the
+	// store again when asked for.
+	h := newHarness(t, harnessOptions{})
+	busy := h.newSession()
+	h.prompt(busy, "hi") // bound to its agent: stays
+	perm := `{"permission":[{"permission":"` + strings.Repeat("x", 4096) + `","pattern":"*","action":"allow"}]}`
+	ids := make([]string, 0, maxResident+300)
+	for range cap(ids) {
+		var s struct{ ID string }
+		h.ok("POST", "/session", perm, &s)
+		ids = append(ids, s.ID)
+	}
+	h.a.mu.Lock()
+	n := len(h.a.sessions)
+	h.a.mu.Unlock()
+	if n > maxResident+1 {
+		t.Errorf("%d sessions in memory, want at most %d", n, maxResident+1)
+	}
+	var info struct{ ID, Title string }
+	h.ok("GET", "/session/"+ids[0], "", &info)
+	if info.ID != ids[0] {
+		t.Errorf("a forgotten session read back as %+v", info)
+	}
+	h.ok("PATCH", "/session/"+ids[1], `{"title":"renamed"}`, nil)
+	h.ok("GET", "/session/"+ids[1], "", &info)
+	if info.Title != "renamed" {
+		t.Errorf("title %q after a PATCH of a forgotten session", info.Title)
+	}
+	if got := h.prompt(ids[2], "later").text(); got != "echo: later" {
+		t.Errorf("a forgotten session's prompt: %q", got)
+	}
+	if got := h.prompt(busy, "again").text(); got != "echo: again" {
+		t.Errorf("the bound session: %q", got)
+	}
+	if n := h.agent.seen("session/new"); n != 2 {
+		t.Errorf("%d session/new, want 2 (the bound session kept its ACP session)", n)
+	}
+}

@@ -87,6 +87,7 @@ func (a *Adapter) withSession(f func(http.ResponseWriter, *http.Request, *sessio
 		if err != nil {
 			return err
 		}
+		defer a.unpin(s)
 		return f(w, r, s)
 	}
 }
@@ -147,6 +148,7 @@ func (a *Adapter) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer a.unpin(s)
 	info := s.snapshot()
 	writeJSON(w, http.StatusOK, &info)
 	return nil
@@ -157,6 +159,7 @@ func (a *Adapter) patchSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer a.unpin(s)
 	var in struct {
 		Title *string `json:"title"`
 		Time  *struct {
@@ -191,6 +194,7 @@ func (a *Adapter) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer a.unpin(s)
 	a.mu.Lock()
 	delete(a.sessions, s.id)
 	a.mu.Unlock()
