@@ -148,12 +148,12 @@ type Adapter struct {
 	closed      bool
 	conns       map[string]*connSlot // by agent
 	sessions    map[string]*session  // by OpenCode session id: those in use, and at most about maxResident others (trim)
-	trimAt      int                  // trim past this many sessions
-	trimming    bool
-	asks        map[string]*ask // pending permissions and questions, by id
+	asks        map[string]*ask      // pending permissions and questions, by id
 	subscribers int
 	config      json.RawMessage   // PATCH /config, kept in memory
 	defaults    map[string]string // agent → its default model (catalog)
+	trimAt      int               // trim sessions past this many
+	trimming    bool
 }
 
 // connSlot serialises starting an agent's connection: sem is a one-slot
