@@ -525,3 +525,30 @@ func TestIdleSessionsAreNotAllKeptInMemory(t *testing.T) {
 		t.Errorf("%d session/new, want 2 (the bound session kept its ACP session)", n)
 	}
 }
+
+func TestWrongTypesAreNamedByTheirJSONPath(t *testing.T) {
+	// A body field of the wrong type was answered with the decoder's
+	// message, naming the adapter's Go types ("Go struct field
+	// createInput.model of type struct { ProviderID string …").
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/session", `{"model":5}`, "model has the wrong type (number)"},
+		{"POST", "/session/" + id + "/message", `{"parts":"x"}`, "parts has the wrong type (string)"},
+		{"POST", "/session/" + id + "/message", `{"parts":[{"type":1}]}`, "parts.type has the wrong type (number)"},
+		{"PATCH", "/session/" + id, `{"time":{"archived":"x"}}`, "time.archived has the wrong type (string)"},
+		{"POST", "/session", `[]`, "the body has the wrong type (array)"},
+	} {
+		code, b := h.do(tc.method, tc.path, tc.body)
+		var e struct {
+			Errors []struct{ Message string }
+		}
+		if code != http.StatusBadRequest || json.Unmarshal(b, &e) != nil || len(e.Errors) != 1 {
+			t.Errorf("%s %s %s: %d %s", tc.method, tc.path, tc.body, code, b)
+			continue
+		}
+		if msg := e.Errors[0].Message; !strings.Contains(msg, tc.want) || strings.Contains(msg, "Go ") || strings.Contains(msg, "opencode.") {
+			t.Errorf("%s %s %s: %q, want %q and no Go type", tc.method, tc.path, tc.body, msg, tc.want)
+		}
+	}
+}
