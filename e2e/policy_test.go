@@ -679,3 +679,48 @@ func TestPolicyACPStd(t *testing.T) {
 		t.Errorf("admin's DELETE: %d %s", st, b)
 	}
 }
+
+// TestPolicyReadOnlyOpenCode: through /opencode a read-only token may do
+// what it may through /v1, no more. A prompt to a session whose agent
+// does not run starts the agent: that is acp.start, which the viewer may
+// not do (through /v1 it may only talk to an instance already running).
+func TestPolicyReadOnlyOpenCode(t *testing.T) {
+	t.Parallel()
+	d := policyDaemon(t, "readonly", `{"tokens": {"viewer": "viewer-1"}}`, withAdminFile(t)...)
+	var s struct{ ID string }
+	st, _, b := d.Do("POST", "/opencode/session", []byte(`{}`), "Content-Type", "application/json", "Authorization", "Bearer admin-tok")
+	if st != 200 || json.Unmarshal(b, &s) != nil || s.ID == "" {
+		t.Fatalf("admin creates a session: %d %s", st, b)
+	}
+	prompt := `{"parts":[{"type":"text","text":"hi"}]}`
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("opencode:viewer"))
+	check(t, d, []policyCheck{
+		{name: "viewer may not create a session", token: "viewer", method: "POST", path: "/opencode/session", body: `{}`, headers: jsonCT, status: 403},
+		{name: "viewer may not start the session's agent by a prompt", token: "viewer", method: "POST", path: "/opencode/session/" + s.ID + "/message", body: prompt, headers: jsonCT, status: 403,
+			msg: "read-only token: acp.send+acp.start is not allowed"},
+		{name: "nor asynchronously", token: "viewer", method: "POST", path: "/opencode/session/" + s.ID + "/prompt_async", body: prompt, headers: jsonCT, status: 403},
+		{name: "nor by a command", token: "viewer", method: "POST", path: "/opencode/session/" + s.ID + "/command", body: `{"command":"x"}`, headers: jsonCT, status: 403},
+		{name: "nor with OpenCode's password", method: "POST", path: "/opencode/session/" + s.ID + "/message", body: prompt, headers: []string{"Content-Type", "application/json", "Authorization", basic}, status: 403},
+		{name: "nor naming another agent", token: "viewer", method: "POST", path: "/opencode/session/" + s.ID + "/message", body: `{"model":{"providerID":"claude","modelID":"x"},"parts":[{"type":"text","text":"hi"}]}`, headers: jsonCT, status: 403},
+	})
+	if n := len(serversAs(t, d, "admin-tok")); n != 0 {
+		t.Fatalf("the viewer's prompts started %d instances", n)
+	}
+	check(t, d, []policyCheck{
+		{name: "admin prompts (starts the agent)", token: "admin-tok", method: "POST", path: "/opencode/session/" + s.ID + "/message", body: prompt, headers: jsonCT, status: 200},
+		{name: "viewer prompts the running agent", token: "viewer", method: "POST", path: "/opencode/session/" + s.ID + "/message", body: prompt, headers: jsonCT, status: 200},
+		{name: "viewer reads the messages", token: "viewer", method: "GET", path: "/opencode/session/" + s.ID + "/message", status: 200},
+		{name: "viewer may not delete the session", token: "viewer", method: "DELETE", path: "/opencode/session/" + s.ID, status: 403},
+	})
+}
+
+// serversAs lists the daemon's ACP instances with a token.
+func serversAs(t *testing.T, d *harness.Daemon, token string) []harness.ServerInfo {
+	t.Helper()
+	st, _, b := d.Do("GET", "/v1/acp", nil, "Authorization", "Bearer "+token)
+	var doc struct{ Servers []harness.ServerInfo }
+	if st != 200 || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("GET /v1/acp: %d %s", st, b)
+	}
+	return doc.Servers
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/sandbox-agent-go/sandbox-agent/adapters/httpapi/internal/route"
@@ -16,10 +17,13 @@ import (
 // /opencode behind the same auth chain, browser guards and CORS as every
 // route. It describes its own requests: Describe fills in the action and
 // the agent of one (body is the request body when policies are to see
-// it, else nil).
+// it, else nil). StartAllowed carries into the request's context whether
+// the chain let it start an agent: a prompt described as a send to a
+// running agent must not start it if it stopped meanwhile.
 type OpenCode interface {
 	http.Handler
 	Describe(r *http.Request, body []byte, req *domain.AuthRequest)
+	StartAllowed(ctx context.Context, allowed bool) context.Context
 }
 
 // openCodeRoute names every /opencode request to the policies: one route
@@ -60,6 +64,9 @@ func mountOpenCode(mux *http.ServeMux, cfg *Config) {
 			route.WriteAuthProblem(w, ctx, err)
 			return
 		}
+		// Without policies whoever passes the token check may do
+		// anything; with them, only what they judged.
+		ctx = oc.StartAllowed(ctx, !cfg.env.Chain.HasPolicies() || slices.Contains(req.AllActions(), domain.ActionACPStart))
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/event") {
 			// OpenCode's event streams end when a reload revokes them.
 			var cancel context.CancelFunc

@@ -28,6 +28,8 @@ func (f *fakeOpenCode) Describe(r *http.Request, body []byte, req *domain.AuthRe
 	}
 }
 
+func (f *fakeOpenCode) StartAllowed(ctx context.Context, _ bool) context.Context { return ctx }
+
 func (f *fakeOpenCode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.paths = append(f.paths, r.URL.Path)

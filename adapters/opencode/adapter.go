@@ -147,11 +147,13 @@ type Adapter struct {
 	mu          sync.Mutex
 	closed      bool
 	conns       map[string]*connSlot // by agent
-	sessions    map[string]*session  // by OpenCode session id
+	sessions    map[string]*session  // by OpenCode session id: those in use, and at most about maxResident others (trim)
 	asks        map[string]*ask      // pending permissions and questions, by id
 	subscribers int
 	config      json.RawMessage   // PATCH /config, kept in memory
 	defaults    map[string]string // agent → its default model (catalog)
+	trimAt      int               // trim sessions past this many
+	trimming    bool
 }
 
 // connSlot serialises starting an agent's connection: sem is a one-slot
@@ -180,6 +182,7 @@ func New(cfg Config) (*Adapter, error) {
 		inflight: cfg.Inflight,
 		conns:    map[string]*connSlot{},
 		sessions: map[string]*session{},
+		trimAt:   maxResident,
 		asks:     map[string]*ask{},
 		defaults: map[string]string{},
 	}

@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -15,17 +16,20 @@ import (
 //   - acp.read: every GET (events, sessions, messages, providers, config);
 //   - acp.start: POST /session, which chooses the agent the session runs
 //     (the model's provider, else the default agent);
-//   - acp.send: a prompt or command (to the agent it runs, which it starts
-//     if no instance of it runs: a principal allowed acp.send on an agent
-//     may start it through /opencode), abort, permission and question
-//     replies, session and config changes, the TUI routes;
+//   - acp.send: a prompt or command to the agent it runs, abort,
+//     permission and question replies, session and config changes, the
+//     TUI routes. A prompt or command whose agent does not run now starts
+//     it: acp.send implying acp.start (as /v1 tells a POST to a running
+//     instance from a start). A prompt judged without acp.start never
+//     starts the agent (StartAllowed), even if it stopped meanwhile;
 //   - acp.stop: DELETE /session/{id}.
 //
 // Agent is the agent acted on: the session's, or for a prompt the one it
-// will run. A prompt or a session creation of an agent that is not
-// installed implies agent.install. body is the request's body when the
-// auth policies are to see which agent a prompt runs (it may be nil: the
-// session's agent, or the default, is named then).
+// will run. A session creation, or a prompt that starts its agent, of an
+// agent that is not installed implies agent.install. body is the
+// request's body when the auth policies are to see which agent a prompt
+// runs (it may be nil: the session's agent, or the default, is named
+// then).
 func (a *Adapter) Describe(r *http.Request, body []byte, req *domain.AuthRequest) {
 	p := strings.TrimPrefix(r.URL.Path, "/opencode")
 	seg := strings.Split(strings.Trim(p, "/"), "/")
@@ -54,7 +58,10 @@ func (a *Adapter) Describe(r *http.Request, body []byte, req *domain.AuthRequest
 		if agent == "" {
 			agent = a.cfg.DefaultAgent
 		}
-		a.impliesInstall(req, agent)
+		if !a.running(agent) {
+			req.Implies = append(req.Implies, domain.ActionACPStart)
+			a.impliesInstall(req, agent)
+		}
 	default:
 		req.Action = domain.ActionACPSend
 	}
@@ -67,12 +74,44 @@ func (a *Adapter) impliesInstall(req *domain.AuthRequest, agent string) {
 	}
 }
 
+// running reports whether the agent's connection is up, so a prompt to
+// it starts nothing.
+func (a *Adapter) running(agent string) bool {
+	a.mu.Lock()
+	slot := a.conns[agent]
+	var c *agentConn
+	if slot != nil {
+		c = slot.conn
+	}
+	a.mu.Unlock()
+	return c != nil && c.alive()
+}
+
+// startKey carries, in a request's context, whether it may start an
+// agent (StartAllowed).
+type startKey struct{}
+
+// StartAllowed returns ctx saying whether its request may start an
+// agent: the mounting adapter tells so once the auth chain has allowed
+// it (judged with acp.start, or by no policy). A prompt that may not
+// finds its agent stopped and fails, as a POST judged acp.send on /v1 is
+// never run on an instance started meanwhile. Without it, a request may.
+func (a *Adapter) StartAllowed(ctx context.Context, allowed bool) context.Context {
+	return context.WithValue(ctx, startKey{}, allowed)
+}
+
+func mayStart(ctx context.Context) bool {
+	allowed, ok := ctx.Value(startKey{}).(bool)
+	return allowed || !ok
+}
+
 // agentOf is the agent of a session ("" for an unknown one).
 func (a *Adapter) agentOf(r *http.Request, id string) string {
 	s := a.describedSession(r, id)
 	if s == nil {
 		return ""
 	}
+	defer a.unpin(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.agent
@@ -85,13 +124,14 @@ func (a *Adapter) bound(r *http.Request, id string) bool {
 	if s == nil {
 		return true
 	}
+	defer a.unpin(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.acpID != "" || s.conn != nil
 }
 
 // describedSession is the runtime of session id, loaded from the store
-// when needed, or nil.
+// when needed and pinned (the caller unpins it), or nil.
 func (a *Adapter) describedSession(r *http.Request, id string) *session {
 	if len(id) > 128 {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -427,5 +428,127 @@ func TestDeleteOfAClientThatLeft(t *testing.T) {
 	h.a.ServeHTTP(httptest.NewRecorder(), req)
 	if _, err := h.store.session(context.Background(), id); !errors.Is(err, errNoSession) {
 		t.Errorf("the session's row after a DELETE whose client left: %v", err)
+	}
+}
+
+func TestPromptStartsAnAgentOnlyIfAllowedTo(t *testing.T) {
+	// A prompt whose agent does not run starts it: the chain must see
+	// acp.start, which a read-only token lacks (on /v1 it may only talk
+	// to a running instance). It was described as acp.send alone, so a
+	// viewer started agents through /opencode. A prompt judged without
+	// acp.start (its agent ran then) must not start the agent either if
+	// it stopped meanwhile.
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	describe := func() domain.AuthRequest {
+		var req domain.AuthRequest
+		h.a.Describe(httptest.NewRequest("POST", "/opencode/session/"+id+"/message", nil), nil, &req)
+		return req
+	}
+	starts := func(req domain.AuthRequest) bool {
+		return slices.Contains(req.AllActions(), domain.ActionACPStart)
+	}
+	if req := describe(); req.Action != domain.ActionACPSend || !starts(req) {
+		t.Errorf("a prompt to an agent not running: %s %v, want acp.send implying acp.start", req.Action, req.Implies)
+	}
+	h.prompt(id, "hi")
+	if req := describe(); req.Action != domain.ActionACPSend || starts(req) {
+		t.Errorf("a prompt to a running agent: %s %v, want acp.send alone", req.Action, req.Implies)
+	}
+	h.prompt(id, "exit") // the agent exits: the next prompt would start it
+	for _, route := range []string{"message", "command"} {
+		body := promptBody("again")
+		if route == "command" {
+			body = `{"command":"again"}`
+		}
+		req := httptest.NewRequest("POST", "/opencode/session/"+id+"/"+route, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req = req.WithContext(h.a.StartAllowed(req.Context(), false))
+		rec := httptest.NewRecorder()
+		h.a.ServeHTTP(rec, req)
+		var m wireMessage
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &m) != nil {
+			t.Fatalf("%s: %d %s", route, rec.Code, rec.Body)
+		}
+		if e := fmt.Sprint(m.Info["error"]); !strings.Contains(e, "acp.start") {
+			t.Errorf("%s judged without acp.start, its agent stopped: error %s, want one naming acp.start", route, e)
+		}
+	}
+	if n := len(h.runner.Processes()); n != 1 {
+		t.Errorf("%d agent processes, want 1: a prompt not allowed to start the agent started it", n)
+	}
+	if got := h.prompt(id, "back").text(); got != "echo: back" { // allowed (no policy): starts it
+		t.Errorf("after: %q", got)
+	}
+}
+
+func TestIdleSessionsAreNotAllKeptInMemory(t *testing.T) {
+	// Every session created or read since start stayed in memory, each
+	// with up to 70 KiB (permission, directory, title): the heap grew with
+	// the database (--opencode-max-db, 512 MiB), outside every memory
+	// budget (3,000 sessions with a 60 KB permission: +340 MB of heap).
+	// Idle sessions are now forgotten past maxResident and loaded from the
+	// store again when asked for.
+	h := newHarness(t, harnessOptions{})
+	busy := h.newSession()
+	h.prompt(busy, "hi") // bound to its agent: stays
+	perm := `{"permission":[{"permission":"` + strings.Repeat("x", 4096) + `","pattern":"*","action":"allow"}]}`
+	ids := make([]string, 0, maxResident+300)
+	for range cap(ids) {
+		var s struct{ ID string }
+		h.ok("POST", "/session", perm, &s)
+		ids = append(ids, s.ID)
+	}
+	h.a.mu.Lock()
+	n := len(h.a.sessions)
+	h.a.mu.Unlock()
+	if n > maxResident+1 {
+		t.Errorf("%d sessions in memory, want at most %d", n, maxResident+1)
+	}
+	var info struct{ ID, Title string }
+	h.ok("GET", "/session/"+ids[0], "", &info)
+	if info.ID != ids[0] {
+		t.Errorf("a forgotten session read back as %+v", info)
+	}
+	h.ok("PATCH", "/session/"+ids[1], `{"title":"renamed"}`, nil)
+	h.ok("GET", "/session/"+ids[1], "", &info)
+	if info.Title != "renamed" {
+		t.Errorf("title %q after a PATCH of a forgotten session", info.Title)
+	}
+	if got := h.prompt(ids[2], "later").text(); got != "echo: later" {
+		t.Errorf("a forgotten session's prompt: %q", got)
+	}
+	if got := h.prompt(busy, "again").text(); got != "echo: again" {
+		t.Errorf("the bound session: %q", got)
+	}
+	if n := h.agent.seen("session/new"); n != 2 {
+		t.Errorf("%d session/new, want 2 (the bound session kept its ACP session)", n)
+	}
+}
+
+func TestWrongTypesAreNamedByTheirJSONPath(t *testing.T) {
+	// A body field of the wrong type was answered with the decoder's
+	// message, naming the adapter's Go types ("Go struct field
+	// createInput.model of type struct { ProviderID string …").
+	h := newHarness(t, harnessOptions{})
+	id := h.newSession()
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/session", `{"model":5}`, "model has the wrong type (number)"},
+		{"POST", "/session/" + id + "/message", `{"parts":"x"}`, "parts has the wrong type (string)"},
+		{"POST", "/session/" + id + "/message", `{"parts":[{"type":1}]}`, "parts.type has the wrong type (number)"},
+		{"PATCH", "/session/" + id, `{"time":{"archived":"x"}}`, "time.archived has the wrong type (string)"},
+		{"POST", "/session", `[]`, "the body has the wrong type (array)"},
+	} {
+		code, b := h.do(tc.method, tc.path, tc.body)
+		var e struct {
+			Errors []struct{ Message string }
+		}
+		if code != http.StatusBadRequest || json.Unmarshal(b, &e) != nil || len(e.Errors) != 1 {
+			t.Errorf("%s %s %s: %d %s", tc.method, tc.path, tc.body, code, b)
+			continue
+		}
+		if msg := e.Errors[0].Message; !strings.Contains(msg, tc.want) || strings.Contains(msg, "Go ") || strings.Contains(msg, "opencode.") {
+			t.Errorf("%s %s %s: %q, want %q and no Go type", tc.method, tc.path, tc.body, msg, tc.want)
+		}
 	}
 }

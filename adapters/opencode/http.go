@@ -210,6 +210,15 @@ func (a *Adapter) readJSON(r *http.Request, v any) (release func(), err error) {
 		return release, nil
 	}
 	if err := json.Unmarshal(buf, v); err != nil {
+		// A field of the wrong type is named by its JSON path: the
+		// decoder's own message names the adapter's Go types.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return release, errBadRequest("invalid JSON body: %s has the wrong type (%s)", te.Field, te.Value)
+		}
+		if errors.As(err, &te) {
+			return release, errBadRequest("invalid JSON body: the body has the wrong type (%s)", te.Value)
+		}
 		return release, errBadRequest("invalid JSON body: %v", err)
 	}
 	return release, nil

@@ -87,6 +87,7 @@ func (a *Adapter) withSession(f func(http.ResponseWriter, *http.Request, *sessio
 		if err != nil {
 			return err
 		}
+		defer a.unpin(s)
 		return f(w, r, s)
 	}
 }
@@ -147,6 +148,7 @@ func (a *Adapter) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer a.unpin(s)
 	info := s.snapshot()
 	writeJSON(w, http.StatusOK, &info)
 	return nil
@@ -157,6 +159,7 @@ func (a *Adapter) patchSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer a.unpin(s)
 	var in struct {
 		Title *string `json:"title"`
 		Time  *struct {
@@ -191,6 +194,7 @@ func (a *Adapter) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer a.unpin(s)
 	a.mu.Lock()
 	delete(a.sessions, s.id)
 	a.mu.Unlock()
@@ -338,6 +342,7 @@ func (a *Adapter) promptSync(w http.ResponseWriter, r *http.Request, s *session)
 	if err := in.validate(); err != nil {
 		return err
 	}
+	in.mayStart = mayStart(r.Context())
 	t, err := a.startTurn(r.Context(), s, &in)
 	if err != nil {
 		return err
@@ -433,6 +438,7 @@ func (a *Adapter) promptAsync(w http.ResponseWriter, r *http.Request, s *session
 		release()
 		return err
 	}
+	in.mayStart = mayStart(r.Context())
 	if err := s.reserve(); err != nil {
 		release()
 		return err
@@ -478,6 +484,7 @@ func (a *Adapter) command(w http.ResponseWriter, r *http.Request, s *session) er
 	if err := p.validate(); err != nil {
 		return err
 	}
+	p.mayStart = mayStart(r.Context())
 	t, err := a.startTurn(r.Context(), s, p)
 	if err != nil {
 		return err

@@ -42,6 +42,11 @@ type session struct {
 	waiting  int // prompts waiting for the slot
 	gone     bool
 	commands []command // from available_commands_update
+
+	// pins counts the requests holding the session (sessionFor to
+	// unpin), pinned how many times it was ever pinned; both guarded by
+	// Adapter.mu. trim forgets only a session no request held meanwhile.
+	pins, pinned uint64
 }
 
 // maxQueued bounds the prompts of one session waiting behind its turn.
@@ -58,10 +63,15 @@ func newSession(a *Adapter, info sessionInfo, agent, acpID string) *session {
 }
 
 // sessionFor returns the runtime of session id, loading it from the store
-// (a session created before a restart) when needed.
+// (a session created before a restart, or forgotten by trim) when needed,
+// pinned: the caller unpins it when done.
 func (a *Adapter) sessionFor(ctx context.Context, id string) (*session, error) {
 	a.mu.Lock()
 	s := a.sessions[id]
+	if s != nil {
+		s.pins++
+		s.pinned++
+	}
 	a.mu.Unlock()
 	if s != nil {
 		return s, nil
@@ -78,13 +88,79 @@ func (a *Adapter) sessionFor(ctx context.Context, id string) (*session, error) {
 		return nil, fmt.Errorf("stored session %s: %w", id, err)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s := a.sessions[id]; s != nil {
-		return s, nil
+	if old := a.sessions[id]; old != nil {
+		s = old
+	} else {
+		s = newSession(a, info, row.Agent, row.ACPSession)
+		a.sessions[id] = s
 	}
-	s = newSession(a, info, row.Agent, row.ACPSession)
-	a.sessions[id] = s
+	s.pins++
+	s.pinned++
+	a.mu.Unlock()
+	a.trim()
 	return s, nil
+}
+
+// unpin ends a request's hold on a session (sessionFor).
+func (a *Adapter) unpin(s *session) {
+	a.mu.Lock()
+	s.pins--
+	a.mu.Unlock()
+}
+
+// maxResident is how many sessions the adapter keeps in memory before it
+// forgets the idle ones (trim): every session's state is in the store,
+// and one created or listed since start need not stay in memory too
+// (each holds up to 70 KiB: its permission, directory and title).
+const maxResident = 1024
+
+// trim forgets, once more than maxResident sessions (and twice as many
+// as the last trim left) are in memory, every session no request holds
+// and no agent runs (no turn, none waiting, not bound to a live ACP
+// session): the next request loads it from the store again. A session
+// bound to its agent stays, so updates keep reaching it.
+func (a *Adapter) trim() {
+	type candidate struct {
+		s      *session
+		pinned uint64
+	}
+	a.mu.Lock()
+	if len(a.sessions) <= a.trimAt || a.trimming {
+		a.mu.Unlock()
+		return
+	}
+	a.trimming = true
+	var cands []candidate
+	for _, s := range a.sessions {
+		if s.pins == 0 {
+			cands = append(cands, candidate{s, s.pinned})
+		}
+	}
+	a.mu.Unlock()
+	idle := cands[:0]
+	for _, c := range cands {
+		if c.s.idle() {
+			idle = append(idle, c)
+		}
+	}
+	a.mu.Lock()
+	for _, c := range idle {
+		// Unheld since it was found idle: nothing can have made it busy.
+		if a.sessions[c.s.id] == c.s && c.s.pins == 0 && c.s.pinned == c.pinned {
+			delete(a.sessions, c.s.id)
+		}
+	}
+	a.trimAt = max(maxResident, 2*len(a.sessions))
+	a.trimming = false
+	a.mu.Unlock()
+}
+
+// idle reports whether nothing runs for the session: no turn, none
+// waiting, no ACP session bound on a live connection.
+func (s *session) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turn == nil && s.waiting == 0 && len(s.slot) == 0 && !s.loading && (s.conn == nil || !s.conn.alive())
 }
 
 // createInput is what POST /session may say.
@@ -131,6 +207,7 @@ func (a *Adapter) createSession(ctx context.Context, dir string, in createInput)
 	a.mu.Lock()
 	a.sessions[id] = s
 	a.mu.Unlock()
+	a.trim()
 	s.publish("session.created", map[string]any{"info": &info, "sessionID": id})
 	s.publish("session.updated", map[string]any{"info": &info, "sessionID": id})
 	return s, nil
@@ -233,17 +310,17 @@ func (s *session) agentGone(c *agentConn, cause error) {
 }
 
 // bind makes sure the session has a live ACP session: the agent's
-// connection (started when none runs), then session/load of the session
-// it had (after a daemon or agent restart, when the agent offers it) or
-// session/new.
-func (s *session) bind(ctx context.Context) (*agentConn, string, error) {
+// connection (started when none runs and mayStart), then session/load of
+// the session it had (after a daemon or agent restart, when the agent
+// offers it) or session/new.
+func (s *session) bind(ctx context.Context, mayStart bool) (*agentConn, string, error) {
 	s.mu.Lock()
 	c, acpID, agent, dir := s.conn, s.acpID, s.agent, s.info.Directory
 	s.mu.Unlock()
 	if c != nil && c.alive() {
 		return c, acpID, nil
 	}
-	c, err := s.a.connFor(ctx, agent)
+	c, err := s.a.connFor(ctx, agent, mayStart)
 	if err != nil {
 		return nil, "", err
 	}
@@ -355,9 +432,10 @@ func (s *session) chooseModel(ctx context.Context, c *agentConn, acpID, model st
 	s.mu.Unlock()
 }
 
-// connFor returns the agent's live connection, starting one if none runs.
-// Concurrent callers for one agent wait for the one start.
-func (a *Adapter) connFor(ctx context.Context, agent string) (*agentConn, error) {
+// connFor returns the agent's live connection, starting one if none runs
+// and mayStart (else errMayNotStart). Concurrent callers for one agent
+// wait for the one start.
+func (a *Adapter) connFor(ctx context.Context, agent string, mayStart bool) (*agentConn, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -387,6 +465,9 @@ func (a *Adapter) connFor(ctx context.Context, agent string) (*agentConn, error)
 	a.mu.Unlock()
 	if c != nil && c.alive() {
 		return c, nil
+	}
+	if !mayStart {
+		return nil, errMayNotStart(agent)
 	}
 	c, err := a.dial(ctx, agent)
 	if err != nil {
@@ -418,6 +499,12 @@ func (a *Adapter) dropSlotLocked(agent string, slot *connSlot) {
 }
 
 var errShuttingDown = domain.StreamError("the daemon is shutting down")
+
+// errMayNotStart fails a prompt judged without acp.start (its agent ran
+// then) whose agent has stopped since.
+func errMayNotStart(agent string) error {
+	return domain.PermissionDenied("agent " + agent + " is not running, and this request was not allowed to start it (acp.start); retry to be judged again")
+}
 
 // slug is a short name for a session, as OpenCode shows one.
 func slug(id string) string {

@@ -43,6 +43,7 @@ type promptInput struct {
 	Parts     []inputPart `json:"parts"`
 
 	defaultModel string // the agent's default model, when the prompt names none
+	mayStart     bool   // the request may start the agent (StartAllowed)
 }
 
 type inputPart struct {
@@ -256,7 +257,7 @@ func (s *session) run(t *turn, in *promptInput) {
 		return
 	}
 	ctx := s.a.ctx
-	c, acpID, err := s.bind(ctx)
+	c, acpID, err := s.bind(ctx, in.mayStart)
 	if err != nil {
 		s.finish(t, "", err)
 		return
