@@ -210,6 +210,12 @@ every local user can read it.`,
 			if ip := net.ParseIP(loopbackFor(f.host)); (ip == nil || !ip.IsLoopback()) && token == "" {
 				fmt.Fprintf(c.ErrOrStderr(), "warning: %s is reachable from the network and no token is set: anyone who can reach it can run agents as this user. Set $%s or --token-file.\n", f.host, tokenEnv)
 			}
+			// The daemon gets stdin, stdout and stderr of its own, but
+			// Go's exec passes on any descriptor this process inherited
+			// without close-on-exec (a harness's pipe, a shell's 3>file):
+			// the daemon would hold it for its whole life, and whoever
+			// waits for EOF on it, for ever.
+			closeInheritedOnExec()
 			res, err := d.Start(c.Context(), upgrade)
 			if res.RemovedStale != "" {
 				fmt.Fprintf(c.ErrOrStderr(), "removed a stale pid file (%s)\n", res.RemovedStale)
