@@ -48,7 +48,8 @@ type Daemon struct {
 	files Files
 }
 
-// New checks cfg and makes the state directory (owner-only).
+// New checks cfg and makes the state directory (owner-only), refusing one
+// another user owns or can write (checkOwner).
 func New(cfg Config) (*Daemon, error) {
 	if cfg.Port < 1 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("port %d: a daemon needs a fixed port, 1 to 65535", cfg.Port)
@@ -66,6 +67,9 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Progress = io.Discard
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if err := checkStateDir(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	return &Daemon{cfg: cfg, files: FilesFor(cfg.StateDir, cfg.Host, cfg.Port)}, nil
@@ -118,6 +122,9 @@ func (d *Daemon) find(ctx context.Context, withHealth bool) (State, error) {
 	r, err := d.files.readRecord()
 	if errors.Is(err, errNoRecord) {
 		return State{}, nil
+	}
+	if errors.Is(err, errNotOurs) {
+		return State{}, err
 	}
 	if err != nil {
 		return State{Stale: "the pid file cannot be read: " + err.Error()}, nil
