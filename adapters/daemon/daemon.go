@@ -179,13 +179,26 @@ type Result struct {
 	RemovedStale string
 }
 
+// lock takes the address's lock, saying so when another start or stop
+// holds it, and waiting for it at most as long as a start --upgrade with
+// this daemon's bounds runs (a stop, then a start; their health checks and
+// address waits): a holder past that is stuck or suspended (^Z).
+func (d *Daemon) lock(ctx context.Context) (unlock func(), err error) {
+	limit := d.cfg.StopLimit + killLimit + d.cfg.StartLimit + 15*time.Second
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("another daemon start or stop at %s has held the lock for %s (is one suspended or stuck?)", d.URL(), limit))
+	defer cancel()
+	return d.files.lock(ctx, func() {
+		fmt.Fprintf(d.cfg.Progress, "waiting for another daemon start or stop at %s (it holds %s)...\n", d.URL(), d.files.Lock)
+	})
+}
+
 // Start starts the daemon unless one answers at this address already.
 // With upgrade, a daemon of another version (or one that does not answer)
 // is stopped and replaced. It fails when something else holds the address,
 // and when the new daemon exits or does not answer its health check within
 // StartLimit; the error then carries the end of its log.
 func (d *Daemon) Start(ctx context.Context, upgrade bool) (Result, error) {
-	unlock, err := d.files.lock(ctx)
+	unlock, err := d.lock(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -264,7 +277,7 @@ func (d *Daemon) dropStale(st State, res *Result) error {
 // process group; the pid file goes once it has exited. A stale pid file is
 // removed without signalling anything.
 func (d *Daemon) Stop(ctx context.Context) (Result, error) {
-	unlock, err := d.files.lock(ctx)
+	unlock, err := d.lock(ctx)
 	if err != nil {
 		return Result{}, err
 	}

@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // A state directory another user can write is refused: whoever writes
@@ -104,4 +107,35 @@ func TestRecordNamesPID1(t *testing.T) {
 	if r, err := files.readRecord(); err == nil {
 		t.Fatalf("a record of pid 1 is trusted: %+v", r)
 	}
+}
+
+// A stop (or start) while another one holds the address's lock (a
+// `daemon start` suspended with ^Z, or stuck) says what it waits for, and
+// gives up after a bound instead of waiting silently for ever.
+func TestLockWaitIsBoundedAndSaid(t *testing.T) {
+	f := newFixture(t)
+	d := f.daemon("serve", "1.0.0")
+	holder, err := os.OpenFile(d.files.Lock, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var progress strings.Builder
+		d.cfg.Progress = &progress
+		// An hour of the bubble's clock: long past any bound, and the
+		// end of the test if there is none.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		_, err := d.Stop(ctx)
+		if err == nil || !strings.Contains(err.Error(), "has held") {
+			t.Errorf("stop while the lock is held: err = %v", err)
+		}
+		if !strings.Contains(progress.String(), "waiting for another daemon start or stop") {
+			t.Errorf("nothing said while waiting: %q", progress.String())
+		}
+	})
 }
