@@ -304,12 +304,18 @@ func (d *Daemon) Stop(ctx context.Context) (Result, error) {
 }
 
 // stop ends the recorded process (checked to be it before each signal)
-// and removes its files.
+// and removes its files. Interrupted before it has exited, it leaves it
+// to finish on SIGTERM.
 func (d *Daemon) stop(ctx context.Context, r Record) (killed bool, err error) {
 	if err := d.signalIfSame(r, false); err != nil {
 		return false, err
 	}
 	if !d.waitGone(ctx, r, d.cfg.StopLimit) {
+		if ctx.Err() != nil {
+			// Interrupted (^C), not out of time: the daemon goes on
+			// shutting down; its agents keep their grace.
+			return false, fmt.Errorf("interrupted while pid %d shuts down after SIGTERM (a stop again waits for it, then kills it): %w", r.PID, context.Cause(ctx))
+		}
 		if err := d.signalIfSame(r, true); err != nil {
 			return false, err
 		}

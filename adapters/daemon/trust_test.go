@@ -139,3 +139,35 @@ func TestLockWaitIsBoundedAndSaid(t *testing.T) {
 		}
 	})
 }
+
+// A stop interrupted (^C: its context canceled) while the daemon is still
+// shutting down after SIGTERM leaves it to finish: no SIGKILL to its
+// process group, which would take its agents down without their grace.
+// Before, the interruption was taken for the end of --timeout.
+func TestStopInterruptedSendsNoKill(t *testing.T) {
+	f := newFixture(t)
+	d := f.daemon("stubborn", "1.0.0")
+	res, err := d.Start(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := res.State.Record.PID
+	grand := f.grandchildPID()
+	// Canceled before it begins: the wait after SIGTERM ends at once, as
+	// it does on a ^C half way through.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := d.Stop(ctx); err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("interrupted stop: err = %v", err)
+	}
+	if !alive(pid) || !alive(grand) {
+		t.Fatalf("an interrupted stop killed the daemon's group: daemon alive %v, grandchild alive %v", alive(pid), alive(grand))
+	}
+	if st, err := d.Status(context.Background()); err != nil || !st.Running {
+		t.Errorf("status after an interrupted stop: %+v %v", st, err)
+	}
+	d.cfg.StopLimit = time.Millisecond
+	if res, err := d.Stop(context.Background()); err != nil || !res.Killed {
+		t.Fatalf("stop: %+v %v", res, err)
+	}
+}

@@ -261,8 +261,9 @@ func newDaemonStopCmd() *cobra.Command {
 		Short: "Stop the background server",
 		Long: `Stop the daemon started at this address: SIGTERM (it stops its agents and
 ends), then, if it has not exited within --timeout, SIGKILL to its process
-group; the pid file is removed once it is gone. Nothing running there is no
-error (exit status 0). A stale pid file (its process gone, or its pid now
+group; the pid file is removed once it is gone (interrupted before that, it
+sends no SIGKILL: the daemon goes on shutting down). Nothing running there is
+no error (exit status 0). A stale pid file (its process gone, or its pid now
 another process's) is removed without signalling anything.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
