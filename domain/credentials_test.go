@@ -364,6 +364,23 @@ func TestEnvLine(t *testing.T) {
 	}
 }
 
+// zsh expands a word that starts with '=' (=ls is /usr/bin/ls), and in an
+// assignment also an '=' after a ':' (x:=ls); =nosuchcommand is an error
+// that ends the whole eval. Such values are quoted, though made only of
+// characters that are otherwise safe.
+func TestShellQuoteZshEquals(t *testing.T) {
+	for _, s := range []string{"=ls", "=nosuchcommand", "=", "sk-a:=ls", "a:=", ":="} {
+		if q := ShellQuote(s); q != "'"+s+"'" {
+			t.Errorf("ShellQuote(%q) = %q, want it single-quoted", s, q)
+		}
+	}
+	for _, s := range []string{"a=b", "sk-a:b", "abc==", "a=:b"} {
+		if q := ShellQuote(s); q != s {
+			t.Errorf("ShellQuote(%q) = %q, want it bare (as the reference prints it)", s, q)
+		}
+	}
+}
+
 // FuzzShellQuote: a quoted value read back by the rules of a POSIX shell
 // (outside quotes: a word of safe characters; inside single quotes:
 // everything up to the next quote) is the value. The real shells' round

@@ -122,7 +122,7 @@ func daysIn(year, month int) int {
 // EnvLine is one line of `credentials extract-env`: NAME=VALUE, with
 // "export " before it when export is set and the value quoted for a POSIX
 // shell when it holds anything but letters, digits and _ @ % + = : , . / -
-// (so eval "$(sandbox-agent credentials extract-env --export)" sets
+// or starts with '=' or holds ":=" (see ShellQuote) (so eval "$(sandbox-agent credentials extract-env --export)" sets
 // exactly the value, whatever it holds). The reference prints values bare;
 // for the values that need no quoting, the lines are the same. A value
 // holding a NUL byte cannot be an environment variable: ok is false.
@@ -139,7 +139,8 @@ func EnvLine(name, value string, export bool) (line string, ok bool) {
 
 // ShellQuote returns s as one word of a POSIX shell: s itself when it is
 // made only of characters no shell treats specially (letters, digits and
-// _ @ % + = : , . / -), else s in single quotes, each ' written as '\”.
+// _ @ % + = : , . / -), and neither starts with '=' nor holds ":=" (which
+// zsh expands), else s in single quotes, each ' written as '\”.
 // Newlines, $, backquotes, backslashes and quotes inside single quotes are
 // plain characters to sh, dash, bash and zsh. The empty string stays
 // empty: NAME= assigns it. It cannot carry a NUL byte (EnvLine refuses
@@ -153,7 +154,10 @@ func ShellQuote(s string) string {
 			break
 		}
 	}
-	if safe {
+	// zsh expands a word that starts with '=' (=ls is /usr/bin/ls; an
+	// unknown command ends the whole eval) and, in an assignment, an '='
+	// after a ':' too.
+	if safe && !strings.HasPrefix(s, "=") && !strings.Contains(s, ":=") {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

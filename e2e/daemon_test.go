@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -373,4 +374,35 @@ func servers(pids []int) []int {
 		}
 	}
 	return out
+}
+
+// TestDaemonStartKeepsNoInheritedDescriptor: a descriptor the caller of
+// `daemon start` inherited (a harness's pipe, a shell's 3>file) does not
+// reach the daemon. It did: the daemon held the pipe's write end for its
+// whole life, so whatever waited for EOF on it (a harness collecting a
+// command's output) hung until the daemon was stopped.
+func TestDaemonStartKeepsNoInheritedDescriptor(t *testing.T) {
+	r := newDaemonRig(t)
+	pr, pw, err := os.Pipe()
+	must(t, err)
+	defer pr.Close()
+	cmd := exec.Command(r.bin, "daemon", "start", "-p", r.port)
+	cmd.Env, cmd.Dir = r.env, "/"
+	cmd.ExtraFiles = []*os.File{pw} // fd 3 of the CLI, not close-on-exec
+	out, err := cmd.Output()
+	pw.Close()
+	if err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	pid := pidOf(t, string(out))
+	var st syscall.Stat_t
+	must(t, syscall.Fstat(int(pr.Fd()), &st))
+	pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
+	fds, err := proc.FDs(pid)
+	must(t, err)
+	for _, fd := range fds {
+		if fd.Target == pipe {
+			t.Errorf("the daemon holds its starter's pipe as fd %s", fd.Num)
+		}
+	}
 }

@@ -48,7 +48,8 @@ type Daemon struct {
 	files Files
 }
 
-// New checks cfg and makes the state directory (owner-only).
+// New checks cfg and makes the state directory (owner-only), refusing one
+// another user owns or can write (checkOwner).
 func New(cfg Config) (*Daemon, error) {
 	if cfg.Port < 1 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("port %d: a daemon needs a fixed port, 1 to 65535", cfg.Port)
@@ -66,6 +67,9 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Progress = io.Discard
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if err := checkStateDir(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	return &Daemon{cfg: cfg, files: FilesFor(cfg.StateDir, cfg.Host, cfg.Port)}, nil
@@ -118,6 +122,9 @@ func (d *Daemon) find(ctx context.Context, withHealth bool) (State, error) {
 	r, err := d.files.readRecord()
 	if errors.Is(err, errNoRecord) {
 		return State{}, nil
+	}
+	if errors.Is(err, errNotOurs) {
+		return State{}, err
 	}
 	if err != nil {
 		return State{Stale: "the pid file cannot be read: " + err.Error()}, nil
@@ -172,13 +179,26 @@ type Result struct {
 	RemovedStale string
 }
 
+// lock takes the address's lock, saying so when another start or stop
+// holds it, and waiting for it at most as long as a start --upgrade with
+// this daemon's bounds runs (a stop, then a start; their health checks and
+// address waits): a holder past that is stuck or suspended (^Z).
+func (d *Daemon) lock(ctx context.Context) (unlock func(), err error) {
+	limit := d.cfg.StopLimit + killLimit + d.cfg.StartLimit + 15*time.Second
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("another daemon start or stop at %s has held the lock for %s (is one suspended or stuck?)", d.URL(), limit))
+	defer cancel()
+	return d.files.lock(ctx, func() {
+		fmt.Fprintf(d.cfg.Progress, "waiting for another daemon start or stop at %s (it holds %s)...\n", d.URL(), d.files.Lock)
+	})
+}
+
 // Start starts the daemon unless one answers at this address already.
 // With upgrade, a daemon of another version (or one that does not answer)
 // is stopped and replaced. It fails when something else holds the address,
 // and when the new daemon exits or does not answer its health check within
 // StartLimit; the error then carries the end of its log.
 func (d *Daemon) Start(ctx context.Context, upgrade bool) (Result, error) {
-	unlock, err := d.files.lock(ctx)
+	unlock, err := d.lock(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -257,7 +277,7 @@ func (d *Daemon) dropStale(st State, res *Result) error {
 // process group; the pid file goes once it has exited. A stale pid file is
 // removed without signalling anything.
 func (d *Daemon) Stop(ctx context.Context) (Result, error) {
-	unlock, err := d.files.lock(ctx)
+	unlock, err := d.lock(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -284,12 +304,18 @@ func (d *Daemon) Stop(ctx context.Context) (Result, error) {
 }
 
 // stop ends the recorded process (checked to be it before each signal)
-// and removes its files.
+// and removes its files. Interrupted before it has exited, it leaves it
+// to finish on SIGTERM.
 func (d *Daemon) stop(ctx context.Context, r Record) (killed bool, err error) {
 	if err := d.signalIfSame(r, false); err != nil {
 		return false, err
 	}
 	if !d.waitGone(ctx, r, d.cfg.StopLimit) {
+		if ctx.Err() != nil {
+			// Interrupted (^C), not out of time: the daemon goes on
+			// shutting down; its agents keep their grace.
+			return false, fmt.Errorf("interrupted while pid %d shuts down after SIGTERM (a stop again waits for it, then kills it): %w", r.PID, context.Cause(ctx))
+		}
 		if err := d.signalIfSame(r, true); err != nil {
 			return false, err
 		}

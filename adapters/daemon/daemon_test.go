@@ -132,9 +132,13 @@ func (f *fixture) daemon(mode, version string, tweak ...func(*Config)) *Daemon {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() {
-		// Whatever a test left, nothing outlives it.
-		if r, err := d.files.readRecord(); err == nil {
-			_ = syscall.Kill(-r.PID, syscall.SIGKILL)
+		// Whatever a test left, nothing outlives it: the group of a
+		// recorded process that leads one (a daemon does), and never
+		// pid 1 or below (kill(-1) is every process there is).
+		if r, err := d.files.readRecord(); err == nil && r.PID > 1 {
+			if pgid, err := syscall.Getpgid(r.PID); err == nil && pgid == r.PID {
+				_ = syscall.Kill(-r.PID, syscall.SIGKILL)
+			}
 		}
 		if b, err := os.ReadFile(f.grand); err == nil {
 			if pid, _ := strconv.Atoi(string(b)); pid > 0 {

@@ -66,6 +66,42 @@ type Record struct {
 // errNoRecord: no daemon is recorded at this address.
 var errNoRecord = errors.New("no pid file")
 
+// errNotOurs: a state file or directory another user owns or can write.
+// It is not trusted, and not removed either: it is an error, not a stale
+// pid file.
+var errNotOurs = errors.New("not trusted")
+
+// checkOwner refuses what another user owns, or (a directory) what users
+// other than its owner can write: whoever writes a record can make stop
+// signal any process of the user running it (or, run by root, any process
+// at all).
+func checkOwner(path string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", path, st.Uid, uid, errNotOurs)
+	}
+	if fi.IsDir() && fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by others (mode %v; chmod 700 it): %w", path, fi.Mode().Perm(), errNotOurs)
+	}
+	return nil
+}
+
+// checkStateDir refuses a state directory (or what a symlink there names)
+// that is not a directory of this user's that only they can write.
+func checkStateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return checkOwner(dir, fi)
+}
+
 // readRecord reads the record; errNoRecord when there is none (a pid file
 // alone, without its record, is reported as a record that cannot be read).
 func (f Files) readRecord() (Record, error) {
@@ -83,14 +119,17 @@ func (f Files) readRecord() (Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Record{}, fmt.Errorf("%s: %w", f.Record, err)
 	}
-	if r.PID <= 0 {
-		return Record{}, fmt.Errorf("%s names no process (pid %d)", f.Record, r.PID)
+	if r.PID <= 1 {
+		// Never a daemon start started (its child); and kill(-1) is
+		// every process there is.
+		return Record{}, fmt.Errorf("%s names no daemon (pid %d)", f.Record, r.PID)
 	}
 	return r, nil
 }
 
 // readSmall reads a state file of at most 64 KiB (a record is a few
-// hundred bytes; anything larger is not ours). Only a regular file is read:
+// hundred bytes; anything larger is not ours) that this user owns
+// (checkOwner, on the file opened). Only a regular file is read:
 // the open does not block (O_NONBLOCK), so a FIFO put in its place cannot
 // hang status, stop or start.
 func readSmall(path string) ([]byte, error) {
@@ -99,6 +138,13 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOwner(path, fi); err != nil {
+		return nil, err
+	}
 	b, err := io.ReadAll(io.LimitReader(file, 64<<10+1))
 	if err == nil && len(b) > 64<<10 {
 		err = fmt.Errorf("%s is larger than 64 KiB", path)

@@ -12,8 +12,9 @@ import (
 )
 
 // lock takes the address's lock file (flock, released by the kernel if
-// this process dies), waiting while another start or stop holds it.
-func (f Files) lock(ctx context.Context) (unlock func(), err error) {
+// this process dies), waiting while another start or stop holds it;
+// waiting is called once, when it starts to wait.
+func (f Files) lock(ctx context.Context, waiting func()) (unlock func(), err error) {
 	file, err := os.OpenFile(f.Lock, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
@@ -26,6 +27,10 @@ func (f Files) lock(ctx context.Context) (unlock func(), err error) {
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			file.Close()
 			return nil, fmt.Errorf("lock %s: %w", f.Lock, err)
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
 		}
 		select {
 		case <-ctx.Done():

@@ -127,6 +127,11 @@ func (d *Daemon) abandon(pid int) {
 // group (it leads one: it was started in its own session). A process
 // already gone is no error.
 func sendSignal(pid int, kill bool) error {
+	if pid <= 1 {
+		// kill(-1) is every process there is; readRecord refuses such a
+		// pid already, this is the last line.
+		return fmt.Errorf("refusing to signal pid %d", pid)
+	}
 	var err error
 	if kill {
 		err = syscall.Kill(-pid, syscall.SIGKILL)

@@ -11,7 +11,8 @@ import (
 // Go opens its own that way, but descriptors the daemon inherited from
 // whatever started it (a supervisor's pipe, a shell's redirections) are
 // not, and would otherwise reach every agent and process it starts: a
-// process could hold a supervisor's pipe open or write into it.
+// process could hold a supervisor's pipe open or write into it. `daemon
+// start` calls it too, so the daemon it spawns inherits none of them.
 func closeInheritedOnExec() {
 	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
 		return

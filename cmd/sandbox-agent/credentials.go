@@ -136,8 +136,8 @@ CLAUDE_API_KEY, OPENAI_API_KEY and CODEX_API_KEY, and <PROVIDER>_API_KEY for
 each other provider of OpenCode's auth file (upper-cased, '-' as '_'; by
 name). Nothing found prints nothing (exit status 0).
 
-A value with anything but letters, digits and _ @ % + = : , . / - is quoted
-for a POSIX shell, so eval "$(sandbox-agent credentials extract-env --export)"
+A value with anything but letters, digits and _ @ % + = : , . / - (or that
+starts with = or holds :=, which zsh expands) is quoted for a POSIX shell, so eval "$(sandbox-agent credentials extract-env --export)"
 sets exactly the value, whatever it holds (quotes, newlines, $(...),
 backquotes). A value holding a NUL byte (possible only in a JSON file: no
 environment variable can hold one), or a provider whose name a shell cannot

@@ -48,7 +48,8 @@ func evalInShell(t testing.TB, sh, script, name string) string {
 // refuses), eval of its export line in a real shell sets exactly it.
 func FuzzExtractEnvShell(f *testing.F) {
 	for _, s := range []string{"", "sk-test-123", "it's", "'", "a'b'c", `"`, `\`, "\\'", "$(touch /tmp/pwned)", "`id`", "${HOME}", "a\nb", "\n", "x\n\n",
-		"~", "~/x", "a b", "*", "!x", "#x", "a;b", "a|b", "a&b", "\t", "\r", "é😀", "\xff\xfe", "-n", "=", "%s"} {
+		"~", "~/x", "a b", "*", "!x", "#x", "a;b", "a|b", "a&b", "\t", "\r", "é😀", "\xff\xfe", "-n", "=", "%s",
+		"=ls", "=nosuchcommand", "sk-a:=ls"} { // zsh: =cmd is the command's path, in an assignment after ':' too
 		f.Add(s)
 	}
 	sh := shells(f)

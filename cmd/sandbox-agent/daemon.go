@@ -210,6 +210,12 @@ every local user can read it.`,
 			if ip := net.ParseIP(loopbackFor(f.host)); (ip == nil || !ip.IsLoopback()) && token == "" {
 				fmt.Fprintf(c.ErrOrStderr(), "warning: %s is reachable from the network and no token is set: anyone who can reach it can run agents as this user. Set $%s or --token-file.\n", f.host, tokenEnv)
 			}
+			// The daemon gets stdin, stdout and stderr of its own, but
+			// Go's exec passes on any descriptor this process inherited
+			// without close-on-exec (a harness's pipe, a shell's 3>file):
+			// the daemon would hold it for its whole life, and whoever
+			// waits for EOF on it, for ever.
+			closeInheritedOnExec()
 			res, err := d.Start(c.Context(), upgrade)
 			if res.RemovedStale != "" {
 				fmt.Fprintf(c.ErrOrStderr(), "removed a stale pid file (%s)\n", res.RemovedStale)
@@ -255,8 +261,9 @@ func newDaemonStopCmd() *cobra.Command {
 		Short: "Stop the background server",
 		Long: `Stop the daemon started at this address: SIGTERM (it stops its agents and
 ends), then, if it has not exited within --timeout, SIGKILL to its process
-group; the pid file is removed once it is gone. Nothing running there is no
-error (exit status 0). A stale pid file (its process gone, or its pid now
+group; the pid file is removed once it is gone (interrupted before that, it
+sends no SIGKILL: the daemon goes on shutting down). Nothing running there is
+no error (exit status 0). A stale pid file (its process gone, or its pid now
 another process's) is removed without signalling anything.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
