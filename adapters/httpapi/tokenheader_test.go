@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -83,5 +84,37 @@ func TestHealthPublic(t *testing.T) {
 	closed := plainServer(t, Config{Token: "tok"})
 	if resp, _ := doHTTP(t, "GET", closed.URL+"/v1/health", "", nil); resp.StatusCode != 401 {
 		t.Errorf("health without --health-public: %d", resp.StatusCode)
+	}
+}
+
+// ?access_token= is a credential on the two WebSocket upgrades only (the
+// terminal and /acp/{agent}), as docs/auth.md says: not on a plain GET of
+// the terminal's path, not on another route whose path merely ends as
+// the terminal's does (an id holding an escaped '/': GET
+// /v1/processes/x%2Fterminal%2Fws is the process route), not on an
+// unknown path under /acp with an Upgrade header. Each of these once
+// took the query's token (404 past the token check, not 401).
+func TestQueryTokenOnlyOnTheSockets(t *testing.T) {
+	srv := plainServer(t, Config{Token: "tok", Processes: &processes.Service{}})
+	upgrade := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+	for _, c := range []struct {
+		name, target string
+		headers      map[string]string
+		want         int // 0: anything but 401
+	}{
+		{"the process route, its id ending in /terminal/ws", "/v1/processes/x%2Fterminal%2Fws?access_token=tok", nil, 401},
+		{"the same, with an Upgrade header", "/v1/processes/x%2Fterminal%2Fws?access_token=tok", upgrade, 401},
+		{"the terminal's path without an upgrade", "/v1/processes/p1/terminal/ws?access_token=tok", nil, 401},
+		{"an unknown path under /acp, upgrading", "/acp/mock/x?access_token=tok", upgrade, 401},
+		{"an unknown path under /v1, upgrading", "/v1/processes/p1/terminal/ws/x?access_token=tok", upgrade, 401},
+		// Past the token check: no such process (404), not 401.
+		{"the terminal's upgrade", "/v1/processes/p1/terminal/ws?access_token=tok", upgrade, 0},
+		{"the terminal's upgrade, a wrong token", "/v1/processes/p1/terminal/ws?access_token=nope", upgrade, 401},
+		{"/acp/{agent}'s upgrade", "/acp/mock?access_token=tok", upgrade, 0},
+	} {
+		resp, body := doHTTP(t, "GET", srv.URL+c.target, "", c.headers)
+		if got := resp.StatusCode; (c.want != 0 && got != c.want) || (c.want == 0 && got == 401) {
+			t.Errorf("%s: GET %s: %d, want %d: %s", c.name, c.target, got, c.want, body)
+		}
 	}
 }
