@@ -158,6 +158,32 @@ func TestNosniffEverywhere(t *testing.T) {
 			}
 		})
 	}
+	// Two credentials are refused (400) behind the browser guard: with
+	// nosniff, and after the Host check, which answers a rebinding name
+	// whatever else the request holds.
+	for _, tt := range []struct {
+		name, host string
+		status     int
+	}{{"400 two credentials", "", 400}, {"421 before two credentials", "evil.example", 421}} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", srv.URL+"/v1/health", nil)
+			req.Header["Authorization"] = []string{"Bearer t", "Bearer t"}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			if got := resp.Header.Values("X-Content-Type-Options"); len(got) != 1 || got[0] != "nosniff" {
+				t.Errorf("X-Content-Type-Options = %q", got)
+			}
+		})
+	}
 }
 
 // Without CheckHost (a listener on a public address) any Host is served.

@@ -98,7 +98,7 @@ func tokenOnly(w http.ResponseWriter, r *http.Request, cfg *Config) bool {
 	if !route.Guarded(r.URL.Path) {
 		return true
 	}
-	if !cfg.env.Chain.TokenConfigured() || cfg.env.Chain.Tokens.Check(cfg.env.PresentedAuthorization(r)) {
+	if !cfg.env.Chain.TokenConfigured() || cfg.env.Chain.Tokens.Check(cfg.env.PresentedAuthorization(r, "")) {
 		return true
 	}
 	route.WriteAuthProblem(w, r.Context(), authz.ErrTokenInvalid)

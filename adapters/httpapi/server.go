@@ -178,9 +178,12 @@ func New(cfg Config) http.Handler {
 	mux.Handle("GET /metrics", metricsHandler(&cfg, hm))
 
 	var h http.Handler = problemOnMiss(mux, &cfg)
+	// Two credentials are refused inside CORS (an allowed origin can read
+	// why) and behind the browser guard: its Host check comes first, and
+	// every answer says nosniff.
+	h = oneCredential(h, cfg.TokenHeader)
 	h = cfg.CORS.wrap(h)
 	h = guardBrowsers(h, &cfg)
-	h = oneCredential(h, cfg.TokenHeader)
 	h = requestContext(h, cfg.Logger)
 	h = hm.observe(h, mux)
 	h = readIdle(h, cfg.ReadIdleTimeout)

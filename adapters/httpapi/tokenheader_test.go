@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
+	"github.com/sandbox-agent-go/sandbox-agent/app/processes"
 	"github.com/sandbox-agent-go/sandbox-agent/domain"
 )
 
@@ -83,5 +86,96 @@ func TestHealthPublic(t *testing.T) {
 	closed := plainServer(t, Config{Token: "tok"})
 	if resp, _ := doHTTP(t, "GET", closed.URL+"/v1/health", "", nil); resp.StatusCode != 401 {
 		t.Errorf("health without --health-public: %d", resp.StatusCode)
+	}
+}
+
+// ?access_token= is a credential on the two WebSocket upgrades only (the
+// terminal and /acp/{agent}), as docs/auth.md says: not on a plain GET of
+// the terminal's path, not on another route whose path merely ends as
+// the terminal's does (an id holding an escaped '/': GET
+// /v1/processes/x%2Fterminal%2Fws is the process route), not on an
+// unknown path under /acp with an Upgrade header. Each of these once
+// took the query's token (404 past the token check, not 401).
+func TestQueryTokenOnlyOnTheSockets(t *testing.T) {
+	srv := plainServer(t, Config{Token: "tok", Processes: &processes.Service{}})
+	upgrade := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+	for _, c := range []struct {
+		name, target string
+		headers      map[string]string
+		want         int // 0: anything but 401
+	}{
+		{"the process route, its id ending in /terminal/ws", "/v1/processes/x%2Fterminal%2Fws?access_token=tok", nil, 401},
+		{"the same, with an Upgrade header", "/v1/processes/x%2Fterminal%2Fws?access_token=tok", upgrade, 401},
+		{"the terminal's path without an upgrade", "/v1/processes/p1/terminal/ws?access_token=tok", nil, 401},
+		{"an unknown path under /acp, upgrading", "/acp/mock/x?access_token=tok", upgrade, 401},
+		{"an unknown path under /v1, upgrading", "/v1/processes/p1/terminal/ws/x?access_token=tok", upgrade, 401},
+		// Past the token check: no such process (404), not 401.
+		{"the terminal's upgrade", "/v1/processes/p1/terminal/ws?access_token=tok", upgrade, 0},
+		{"the terminal's upgrade, a wrong token", "/v1/processes/p1/terminal/ws?access_token=nope", upgrade, 401},
+		{"/acp/{agent}'s upgrade", "/acp/mock?access_token=tok", upgrade, 0},
+	} {
+		resp, body := doHTTP(t, "GET", srv.URL+c.target, "", c.headers)
+		if got := resp.StatusCode; (c.want != 0 && got != c.want) || (c.want == 0 && got == 401) {
+			t.Errorf("%s: GET %s: %d, want %d: %s", c.name, c.target, got, c.want, body)
+		}
+	}
+}
+
+// The headers a router adds (X-Forwarded-*, Forwarded, X-Real-IP,
+// X-Sandbox-*) decide nothing: a caller reaching the daemon directly can
+// send them too (docs/deploying.md). The Host check reads Host, the
+// Origin check compares with Host, and a policy's remoteAddr is the
+// connection's peer.
+func TestForwardedHeadersDecideNothing(t *testing.T) {
+	forwarded := map[string]string{
+		"X-Forwarded-Host": "localhost", "X-Forwarded-Proto": "https", "X-Forwarded-For": "10.9.8.7",
+		"Forwarded": "for=10.9.8.7;host=localhost;proto=https", "X-Real-Ip": "10.9.8.7",
+		"X-Sandbox-Id": "box", "X-Sandbox-Agent-Token": "tok",
+	}
+	with := func(extra map[string]string) map[string]string {
+		h := map[string]string{}
+		for k, v := range forwarded {
+			h[k] = v
+		}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	fa := &fakeAuthorizer{decide: allowAll}
+	srv := plainServer(t, Config{Token: "tok", TokenHeader: "X-Sandbox-Agent-Token", CheckHost: true, Authorizer: fa})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, c := range []struct {
+		name   string
+		hdr    map[string]string
+		status int
+	}{
+		{"a rebinding name, forwarded as localhost", with(map[string]string{"Host": "evil.example"}), 421},
+		{"another site's POST, its host forwarded", with(map[string]string{"Origin": "https://evil.example", "X-Forwarded-Host": "evil.example"}), 403},
+		{"the daemon's own origin, forwarded as https", with(map[string]string{"Origin": "http://" + host}), 404},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/nope", nil)
+		for k, v := range c.hdr {
+			if k == "Host" {
+				req.Host = v
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.status)
+		}
+	}
+	if resp, body := doHTTP(t, "GET", srv.URL+"/v1/health", "", forwarded); resp.StatusCode != 200 {
+		t.Fatalf("health: %d %s", resp.StatusCode, body)
+	}
+	got := fa.requests()
+	if len(got) != 1 || !strings.HasPrefix(got[0].RemoteAddr, "127.0.0.1:") {
+		t.Errorf("the policy saw %+v, want the peer's address", got)
 	}
 }

@@ -288,7 +288,7 @@ func checkJSONBody(r *http.Request, op *huma.Operation) error {
 func (e *Env) AuthRequest(r *http.Request, method, route, opID string) domain.AuthRequest {
 	req := domain.AuthRequest{Method: method, Route: route, OperationID: opID, Path: r.URL.Path, RemoteAddr: r.RemoteAddr}
 	if !e.Chain.HasPolicies() {
-		if a := e.PresentedAuthorization(r); a != "" {
+		if a := e.PresentedAuthorization(r, route); a != "" {
 			req.Headers = map[string][]string{"authorization": {a}}
 		}
 		return req
@@ -300,7 +300,7 @@ func (e *Env) AuthRequest(r *http.Request, method, route, opID string) domain.Au
 	if r.Host != "" {
 		headers["host"] = []string{r.Host}
 	}
-	if a := e.PresentedAuthorization(r); a != "" {
+	if a := e.PresentedAuthorization(r, route); a != "" {
 		headers["authorization"] = []string{a}
 	}
 	req.Headers = headers
@@ -458,10 +458,11 @@ func (e *Env) WithAuth(route, opID string, describe RawDescribe, next http.Handl
 // agent-sandbox's, drops Authorization, which carries its own token, and
 // forwards this one; a value that is not "Bearer <token>" as
 // domain.BearerToken reads it is taken as a bare token);
-// else the Authorization header; else, for a WebSocket only (browsers
-// cannot set headers on one: the terminal, and the upgrade of
-// /acp/{agent}), its access_token query parameter.
-func (e *Env) PresentedAuthorization(r *http.Request) string {
+// else the Authorization header; else, for a WebSocket upgrade of one of
+// queryTokenRoutes only (browsers cannot set headers on one), its
+// access_token query parameter. route is the template of the route the
+// request reached ("" for none).
+func (e *Env) PresentedAuthorization(r *http.Request, route string) string {
 	if e.TokenHeader != "" {
 		if h := r.Header.Get(e.TokenHeader); h != "" {
 			if _, ok := domain.BearerToken(h); ok {
@@ -473,17 +474,23 @@ func (e *Env) PresentedAuthorization(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		return h
 	}
-	if r.Method != http.MethodGet {
-		return ""
-	}
-	terminal := strings.HasPrefix(r.URL.Path, "/v1/processes/") && strings.HasSuffix(r.URL.Path, "/terminal/ws")
-	acpSocket := strings.HasPrefix(r.URL.Path, "/acp/") && IsWebSocketUpgrade(r)
-	if terminal || acpSocket {
+	if r.Method == http.MethodGet && queryTokenRoutes[route] && IsWebSocketUpgrade(r) {
 		if t := r.URL.Query().Get("access_token"); t != "" {
 			return "Bearer " + t
 		}
 	}
 	return ""
+}
+
+// queryTokenRoutes are the routes whose WebSocket upgrade takes the token
+// as ?access_token=: the terminal and /acp/{agent}. They are told by the
+// route's template, not by the request's path: the path of
+// /v1/processes/x%2Fterminal%2Fws ends as the terminal's does, but it is
+// the process route's (its id holds the '/'), and an unknown path under
+// /acp is no route at all; neither takes a token from the URL.
+var queryTokenRoutes = map[string]bool{
+	"/v1/processes/{id}/terminal/ws": true,
+	"/acp/{agent}":                   true,
 }
 
 // lowerNames maps the canonical form of common header names to lower
