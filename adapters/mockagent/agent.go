@@ -300,12 +300,25 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 		return a.turn(ctx, s, text)
 	}()
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || a.stdinEnded() {
+			// A request to the client (a permission prompt) fails as soon
+			// as stdin ends, before cancelTurns cancels the turn: the turn
+			// was cancelled by the end of stdin all the same.
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
 		return acp.PromptResponse{}, err
 	}
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+}
+
+// stdinEnded reports whether the client's side of the connection is gone.
+func (a *agent) stdinEnded() bool {
+	select {
+	case <-a.conn.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // cancelTurns cancels every turn still running (stdin has ended: no one

@@ -510,3 +510,38 @@ func TestEOFAnswersInFlight(t *testing.T) {
 		t.Fatalf("answers at stdin's end: %q", answered)
 	}
 }
+
+// TestEOFCancelsTurnAwaitingPermission: a turn still waiting for the
+// client's permission answer at stdin's end answers cancelled, as any other
+// running turn does, not -32603 "peer disconnected" (a DELETE of the
+// instance during a permission prompt must settle the client's prompt as
+// cancelled).
+func TestEOFCancelsTurnAwaitingPermission(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() { Run(context.Background(), inR, outW, io.Discard, Options{}); outW.Close(); close(done) }()
+	lines := bufio.NewReader(outR)
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`+"\n")
+	for range 2 {
+		lines.ReadString('\n')
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"mock-1","prompt":[{"type":"text","text":"permission"}]}}`+"\n")
+	if l, _ := lines.ReadString('\n'); !strings.Contains(l, `"session/request_permission"`) {
+		t.Fatalf("want the permission request, got %q", l)
+	}
+	inW.Close()
+	var rest []string
+	for {
+		l, err := lines.ReadString('\n')
+		if err != nil {
+			break
+		}
+		rest = append(rest, l)
+	}
+	<-done
+	if len(rest) != 1 || !strings.Contains(rest[0], `"id":3,"result":{"stopReason":"cancelled"}`) {
+		t.Fatalf("at stdin's end the permission turn answered %q, want stopReason cancelled", rest)
+	}
+}
