@@ -202,8 +202,19 @@ func checkTokenHeader(name string) error {
 	case canon == "Host" || canon == "Cookie" || canon == "Connection" || canon == "Upgrade" || canon == "Content-Length" ||
 		canon == "Transfer-Encoding" || canon == "Te" || canon == "Trailer" || canon == "Proxy-Authorization" || canon == "Keep-Alive":
 		return usagef("--token-header %q is a header proxies and HTTP itself use; name another header", name)
+	case daemonHeaders[canon] || strings.HasPrefix(canon, "Sec-") || strings.HasPrefix(canon, "Access-Control-"):
+		return usagef("--token-header %q is a header the daemon reads or answers for another purpose; name another header", name)
 	}
 	return nil
+}
+
+// daemonHeaders are the headers the daemon reads for a meaning of their
+// own or sends back: a token in one would be misread, or echoed and logged
+// (X-Request-Id comes back on every answer and names the request in the
+// log). The Sec- and Access-Control- families are refused with them.
+var daemonHeaders = map[string]bool{
+	"X-Request-Id": true, "Origin": true, "Referer": true, "Content-Type": true, "Accept": true,
+	"Last-Event-Id": true, "Sandbox-Agent-Event-Id": true, "Acp-Connection-Id": true, "Acp-Session-Id": true,
 }
 
 // validHeaderName reports whether name is an RFC 9110 field name (a token).

@@ -227,6 +227,8 @@ func TestCLIFlagsPerCommand(t *testing.T) {
 		{[]string{"server", "--token-header", "Authorization"}, 2, "Authorization is always read"},
 		{[]string{"server", "--token-header", "X Bad"}, 2, `--token-header "X Bad" is not a valid header name`},
 		{[]string{"server", "--token-header", "host"}, 2, "a header proxies and HTTP itself use"},
+		{[]string{"server", "--token-header", "x-request-id"}, 2, "a header the daemon reads or answers for another purpose"},
+		{[]string{"server", "--token-header", "Sec-WebSocket-Protocol"}, 2, "for another purpose"},
 		{[]string{"sevrer"}, 2, `unknown command "sevrer" (did you mean "server"?)`},
 		{[]string{"server", "-p", "notaport"}, 2, `--port must be a number from 0 to 65535, got "notaport"`},
 		{[]string{"server", "--port", "65536"}, 2, "--port must be a number"},
