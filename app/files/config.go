@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/spf13/afero"
 
@@ -141,11 +142,22 @@ func (s *ConfigStore) path(dir, name, nameParam, file string) (string, error) {
 	if strings.IndexByte(dir, 0) >= 0 {
 		return "", domain.InvalidRequest("directory contains a NUL byte")
 	}
+	// Names are keys of a JSON object: one that is not UTF-8 would be
+	// stored under its encoding ("\ufffd" for each bad byte), where its
+	// own name never finds it, and two of them under one key twice, which
+	// no route could read (or delete) again.
+	if !utf8.ValidString(name) {
+		return "", domain.InvalidRequest("%s is not valid UTF-8", nameParam)
+	}
 	root := dir
 	if !path.IsAbs(root) {
 		root = path.Join(s.Base, root)
 	}
-	return path.Join(path.Clean(root), ".sandbox-agent", "config", file), nil
+	p := path.Join(path.Clean(root), ".sandbox-agent", "config", file)
+	if err := domain.CheckPathLength(p); err != nil {
+		return "", domain.InvalidRequest("%v: %s", err, clip(p, 256))
+	}
+	return p, nil
 }
 
 func getEntry[T json.Marshaler](s *ConfigStore, dir, name string, cf configFile[T]) (T, error) {

@@ -233,3 +233,43 @@ func TestConfigLocksPerDirectory(t *testing.T) {
 		t.Errorf("%d locks kept after use", n)
 	}
 }
+
+// A name that is not UTF-8 is refused (400), as the reference's query
+// parsing refuses it. It was stored under its JSON encoding ("a\xff"
+// became "a\ufffd"), so it could not be read or deleted by the name it was
+// stored with, and a second such name ("a\xfe") wrote the same key twice:
+// from then on every route of the directory answered 400 "duplicate
+// field", DELETE included.
+func TestConfigNameNotUTF8(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	for _, name := range []string{"a\xff", "a\xfe", "\xc3"} {
+		err := s.SetMCP(ctx, "/work/proj", name, mustMCP(t, `{"type":"local","command":"c"}`))
+		wantErr(t, err, domain.KindInvalidRequest, "mcpName is not valid UTF-8")
+		wantErr(t, s.CheckSkills("/work/proj", name), domain.KindInvalidRequest, "skillName is not valid UTF-8")
+	}
+	if err := s.SetMCP(ctx, "/work/proj", "ok", mustMCP(t, `{"type":"local","command":"c"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MCP(ctx, "/work/proj", "ok"); err != nil {
+		t.Fatalf("directory unreadable after refused names: %v", err)
+	}
+}
+
+// A directory whose path is longer than the filesystem takes is the
+// client's mistake: 400 "name too long", as on /v1/fs, not the 502 the
+// host's ENAMETOOLONG mapped to.
+func TestConfigDirectoryTooLong(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	for _, dir := range []string{
+		"/work/" + strings.Repeat("a", domain.MaxNameBytes+1),
+		"/work/" + strings.Repeat(strings.Repeat("b", 200)+"/", 21),
+		strings.Repeat("c", domain.MaxNameBytes+1), // relative
+	} {
+		_, err := s.MCP(ctx, dir, "x")
+		wantErr(t, err, domain.KindInvalidRequest, "name too long")
+		err = s.SetSkills(ctx, dir, "x", domain.SkillsConfig{})
+		wantErr(t, err, domain.KindInvalidRequest, "name too long")
+	}
+}
