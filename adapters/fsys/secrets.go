@@ -50,6 +50,7 @@ type Secrets struct {
 
 	mu    sync.RWMutex
 	files map[string][]SecretFile // by group
+	trees int                     // how many of files are trees
 	pids  map[int]int             // helper pids → registrations
 
 	// procRoot is where the daemon's own procfs is mounted, for the
@@ -87,6 +88,14 @@ func (s *Secrets) SetFiles(group string, files []SecretFile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.files[group] = append([]SecretFile(nil), files...)
+	s.trees = 0
+	for _, g := range s.files {
+		for _, f := range g {
+			if f.Tree {
+				s.trees++
+			}
+		}
+	}
 }
 
 // ProtectPID adds the /proc entries of a helper process the daemon runs
@@ -208,6 +217,14 @@ func (s *Secrets) Secret(name string, follow bool) string {
 func (s *Secrets) SecretInfo(fi fs.FileInfo) string {
 	if fi == nil || (!fi.Mode().IsRegular() && !fi.IsDir()) {
 		return ""
+	}
+	if fi.IsDir() {
+		s.mu.RLock()
+		trees := s.trees
+		s.mu.RUnlock()
+		if trees == 0 {
+			return "" // extraction asks about every directory on the way
+		}
 	}
 	r := s.resolver()
 	if fi.IsDir() {
