@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -486,5 +487,65 @@ func TestReloadHostile(t *testing.T) {
 		t.Logf("exited %v after SIGTERM", time.Since(start))
 	case <-time.After(1*time.Second + 5*time.Second):
 		t.Fatalf("still running %v after SIGTERM (--stop-grace 1s)", time.Since(start))
+	}
+}
+
+// TestSecretsPolicyCache: the policy compilation cache holds machine code
+// the daemon maps at its next start, checked by nothing but a CRC; a
+// client able to write there ran its code in the daemon, past every
+// policy. It is protected as the token file is: no write, mkdir, move,
+// delete, upload-batch or config write reaches it, through a link
+// neither, and a listing of its parent leaves it out.
+func TestSecretsPolicyCache(t *testing.T) {
+	t.Parallel()
+	cache := filepath.Join(t.TempDir(), "xdg", "wasm")
+	d := secretDaemon(t, "--policy-cache", cache)
+	var compiled string // one file the daemon wrote in the cache
+	_ = filepath.WalkDir(cache, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			compiled = p
+		}
+		return nil
+	})
+	if compiled == "" {
+		t.Fatal("the daemon cached nothing")
+	}
+	before, err := os.ReadFile(compiled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := filepath.Dir(cache)
+	link := filepath.Join(d.Home, "cachelink")
+	if err := os.Symlink(cache, link); err != nil {
+		t.Fatal(err)
+	}
+	json := []string{"Content-Type", "application/json"}
+	tarBody := tarOf(t, dirEntry("wasm/"), tarHeader{h: tar.Header{Name: "wasm/planted", Typeflag: tar.TypeReg}, body: "code"})
+	for _, c := range []struct {
+		method, path string
+		body         []byte
+		headers      []string
+	}{
+		{"PUT", "/v1/fs/file?path=" + q(compiled), []byte("code"), nil},
+		{"PUT", "/v1/fs/file?path=" + q(cache+"/new/planted"), []byte("code"), nil},
+		{"PUT", "/v1/fs/file?path=" + q(link+"/planted"), []byte("code"), nil},
+		{"POST", "/v1/fs/mkdir?path=" + q(cache+"/d"), nil, nil},
+		{"DELETE", "/v1/fs/entry?path=" + q(parent) + "&recursive=true", nil, nil},
+		{"POST", "/v1/fs/move", []byte(`{"from":` + strconv.Quote(parent) + `,"to":` + strconv.Quote(parent+"-old") + `}`), json},
+		{"POST", "/v1/fs/upload-batch?path=" + q(parent), tarBody, []string{"Content-Type", "application/x-tar"}},
+		{"PUT", "/v1/config/mcp?directory=" + q(cache) + "&mcpName=m", []byte(`{"type":"local","command":"c"}`), json},
+		{"GET", "/v1/fs/file?path=" + q(compiled), nil, nil},
+	} {
+		denied(t, d, "admin-tok", c.method, c.path, c.body, c.headers...)
+	}
+	if after, err := os.ReadFile(compiled); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("the compiled module changed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "planted")); err == nil {
+		t.Fatal("upload-batch planted a file in the cache")
+	}
+	st, _, b := d.Do("GET", "/v1/fs/entries?path="+q(parent), nil, "Authorization", "Bearer admin-tok")
+	if st != 200 || strings.Contains(string(b), `"wasm"`) {
+		t.Fatalf("listing of the cache's parent: %d %s", st, b)
 	}
 }

@@ -55,18 +55,25 @@ func TestConfineRefusesLinkChain(t *testing.T) {
 }
 
 // TestOpenRegularNeverBlocks: a FIFO without a writer is refused at once
-// (a plain open would wait for a writer forever); a directory too.
+// (a plain open would wait for a writer forever); a directory and a socket
+// too (open(2) fails on a socket with ENXIO, which GET /v1/fs/file and the
+// config routes answered 502 "no such device or address").
 func TestOpenRegularNeverBlocks(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	must(t, syscall.Mkfifo(fifo, 0o644))
+	sock := filepath.Join(dir, "sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	must(t, err)
+	defer syscall.Close(fd)
+	must(t, syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}))
 	must(t, os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644))
 	root, err := OpenRoot(dir)
 	must(t, err)
 	defer root.Close()
 	for name, o := range map[string]ports.RegularOpener{"os": NewOS(), "root": root} {
 		t.Run(name, func(t *testing.T) {
-			for _, p := range []string{fifo, dir} {
+			for _, p := range []string{fifo, dir, sock} {
 				if f, err := o.OpenRegular(p); !errors.Is(err, domain.ErrNotRegular) {
 					t.Errorf("%s: %v", p, err)
 					if f != nil {

@@ -1,6 +1,7 @@
 package fsys
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,9 +42,19 @@ func (*OS) Confine(dir string) (afero.Fs, func() error, error) {
 func (*OS) OpenRegular(name string) (afero.File, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, openFailed(name, err)
 	}
 	return regularOnly(name, f)
+}
+
+// openFailed is err, or ErrNotRegular when the open failed for what the
+// file is: open(2) refuses a socket (and a device without a driver) with
+// ENXIO before there is a file to check.
+func openFailed(name string, err error) error {
+	if errors.Is(err, syscall.ENXIO) {
+		return &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%v)", domain.ErrNotRegular, syscall.ENXIO)}
+	}
+	return err
 }
 
 // regularOnly returns f when it is a regular file, else closes it. O_NONBLOCK

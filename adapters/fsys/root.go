@@ -225,7 +225,7 @@ func (r *Root) OpenRegular(name string) (afero.File, error) {
 	f, err := r.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	af, err := r.wrap(name, f, err)
 	if err != nil {
-		return nil, err
+		return nil, openFailed(name, err)
 	}
 	return regularOnly(name, af)
 }

@@ -3,6 +3,7 @@ package fsys
 import (
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/afero"
 
+	"github.com/sandbox-agent-go/sandbox-agent/domain"
 	"github.com/sandbox-agent-go/sandbox-agent/ports"
 )
 
@@ -25,6 +27,10 @@ import (
 //     hard link still counts) and whatever sits at the configured path now
 //     (so an edited file that will be read on the next SIGHUP counts too).
 //     SetFiles replaces a group when a reload succeeds.
+//   - directories with everything they hold or will hold (SecretFile.Tree):
+//     the policy compilation cache, whose files the daemon maps as machine
+//     code. A name under one, existing or not, is protected, and so is a
+//     directory holding one when it is moved or deleted.
 //   - the /proc entries of the daemon's process and of every helper process
 //     registered with ProtectPID: /proc/<pid> and everything under it, and
 //     /proc/<tid> for each of their threads (a thread id resolves in /proc
@@ -44,6 +50,7 @@ type Secrets struct {
 
 	mu    sync.RWMutex
 	files map[string][]SecretFile // by group
+	trees int                     // how many of files are trees
 	pids  map[int]int             // helper pids → registrations
 
 	// procRoot is where the daemon's own procfs is mounted, for the
@@ -62,6 +69,8 @@ type SecretFile struct {
 	Read fs.FileInfo
 	// What describes it in refusals: "its token file".
 	What string
+	// Tree protects Path as a directory with everything under it.
+	Tree bool
 }
 
 var _ ports.Secrets = (*Secrets)(nil)
@@ -79,6 +88,14 @@ func (s *Secrets) SetFiles(group string, files []SecretFile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.files[group] = append([]SecretFile(nil), files...)
+	s.trees = 0
+	for _, g := range s.files {
+		for _, f := range g {
+			if f.Tree {
+				s.trees++
+			}
+		}
+	}
 }
 
 // ProtectPID adds the /proc entries of a helper process the daemon runs
@@ -123,12 +140,21 @@ type secretID struct {
 // secretPath is a protected file's configured path.
 type secretPath struct{ path, what string }
 
+// secretTree is a protected directory: its configured path, where that
+// leads now, and its identity when it exists.
+type secretTree struct {
+	path, real string
+	id         fileID
+	what       string
+}
+
 // resolver is one check: a snapshot of the protected identities and the
 // procfs answers learnt on the way.
 type resolver struct {
 	s     *Secrets
 	ids   []secretID
 	paths []secretPath
+	trees []secretTree
 	pids  []int
 	procs map[uint64]bool // device → on procfs
 }
@@ -140,6 +166,14 @@ func (s *Secrets) resolver() *resolver {
 		for _, f := range group {
 			if id, ok := idOf(f.Read); ok {
 				r.ids = append(r.ids, secretID{id, f.What})
+			}
+			if f.Tree && f.Path != "" {
+				t := secretTree{path: filepath.Clean(f.Path), what: f.What}
+				t.real, _ = filepath.EvalSymlinks(t.path)
+				if fi, err := os.Stat(t.path); err == nil {
+					t.id, _ = idOf(fi)
+				}
+				r.trees = append(r.trees, t)
 			}
 			if f.Path != "" {
 				r.paths = append(r.paths, secretPath{f.Path, f.What})
@@ -181,10 +215,24 @@ func (s *Secrets) Secret(name string, follow bool) string {
 // else is answered without looking: extraction asks about every directory
 // on the way.
 func (s *Secrets) SecretInfo(fi fs.FileInfo) string {
-	if fi == nil || !fi.Mode().IsRegular() {
+	if fi == nil || (!fi.Mode().IsRegular() && !fi.IsDir()) {
 		return ""
 	}
-	return s.resolver().identity(fi)
+	if fi.IsDir() {
+		s.mu.RLock()
+		trees := s.trees
+		s.mu.RUnlock()
+		if trees == 0 {
+			return "" // extraction asks about every directory on the way
+		}
+	}
+	r := s.resolver()
+	if fi.IsDir() {
+		// A protected tree, met as extraction enters the target.
+		id, _ := idOf(fi)
+		return r.tree(id)
+	}
+	return r.identity(fi)
 }
 
 // SecretFile implements ports.Secrets.
@@ -286,7 +334,9 @@ func (r *resolver) walk(name string, follow bool) (string, elem) {
 		p := join(parent.name, c)
 		fi, err := os.Lstat(p)
 		if err != nil {
-			return "", elem{}
+			// Nothing there yet: what would be created must not land in
+			// a protected tree.
+			return r.underTree(path.Clean(p + "/" + strings.Join(todo[i+1:], "/"))), elem{}
 		}
 		onProc := r.onProcfs(parent, p, fi)
 		if why := r.proc(parent, c, fi, onProc); why != "" {
@@ -316,9 +366,35 @@ func (r *resolver) walk(name string, follow bool) (string, elem) {
 			}
 		}
 		id, _ := idOf(fi)
+		if why := r.tree(id); why != "" {
+			return why, elem{}
+		}
 		stack = append(stack, elem{name: p, dev: id.dev, dir: fi.IsDir(), proc: onProc, procRoot: onProc && fi.IsDir() && id.ino == procRootIno})
 	}
 	return "", stack[len(stack)-1]
+}
+
+// tree is why the directory of identity id is a protected tree, or "".
+func (r *resolver) tree(id fileID) string {
+	for _, t := range r.trees {
+		if t.id != (fileID{}) && t.id == id {
+			return t.what
+		}
+	}
+	return ""
+}
+
+// underTree is why the absolute clean path p, which does not exist, lies
+// in a protected tree, or "".
+func (r *resolver) underTree(p string) string {
+	for _, t := range r.trees {
+		for _, root := range []string{t.path, t.real} {
+			if _, in := domain.RootRelative(root, p); root != "" && in {
+				return t.what
+			}
+		}
+	}
+	return ""
 }
 
 // procRootIno is the inode of every procfs mount's root directory.

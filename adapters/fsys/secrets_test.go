@@ -262,3 +262,67 @@ func BenchmarkSecretPath(b *testing.B) {
 		}
 	}
 }
+
+// TestSecretsTree: a protected directory (the policy compilation cache,
+// whose files the daemon maps as machine code) is protected with all it
+// holds and will hold: a name under it (existing or not, through a link
+// to it or to a directory on the way), the directory itself, a directory
+// holding it when moved or deleted, and its entry in a listing. Its
+// sibling is plain.
+func TestSecretsTree(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache", "wasm")
+	must(t, os.MkdirAll(cache, 0o700))
+	must(t, os.WriteFile(filepath.Join(cache, "abc"), []byte("code"), 0o600))
+	must(t, os.Mkdir(filepath.Join(dir, "cache", "other"), 0o755))
+	must(t, os.Symlink("cache/wasm", filepath.Join(dir, "link")))
+	must(t, os.Symlink("cache", filepath.Join(dir, "up")))
+	s := NewSecrets()
+	s.SetFiles("cache", []SecretFile{{Path: cache, What: "its cache", Tree: true}})
+
+	for _, c := range []struct {
+		name   string
+		follow bool
+		want   bool
+	}{
+		{cache + "/abc", true, true},
+		{cache + "/abc", false, true},
+		{cache + "/new", true, true},
+		{cache + "/new/deeper", true, true},
+		{cache, true, true},
+		{cache, false, true},
+		{dir + "/link/abc", true, true},
+		{dir + "/link", true, true},
+		{dir + "/up/wasm/x", false, true},
+		{dir + "/cache", false, true}, // a move or delete takes the cache along
+		{dir, false, true},
+		{dir + "/cache", true, false}, // reading or listing the parent is fine
+		{dir + "/cache/other/x", true, false},
+		{dir + "/cache/wasm2", true, false},
+		{dir + "/link", false, false}, // the link itself, not what it leads to
+	} {
+		if got := s.Secret(c.name, c.follow) != ""; got != c.want {
+			t.Errorf("Secret(%s, %v) = %v, want %v", c.name, c.follow, got, c.want)
+		}
+	}
+	fi, err := os.Stat(cache)
+	must(t, err)
+	if s.SecretInfo(fi) == "" {
+		t.Error("SecretInfo(cache directory) is plain")
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "cache"))
+	must(t, err)
+	var infos []os.FileInfo
+	for _, e := range entries {
+		fi, err := e.Info()
+		must(t, err)
+		infos = append(infos, fi)
+	}
+	var names []string
+	for _, fi := range s.Hide(filepath.Join(dir, "cache"), infos) {
+		names = append(names, fi.Name())
+	}
+	if !slices.Equal(names, []string{"other"}) {
+		t.Errorf("listing shows %v", names)
+	}
+}

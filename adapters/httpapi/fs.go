@@ -176,7 +176,7 @@ func registerFS(api huma.API, cfg *Config) {
 	route.Register(api, huma.Operation{
 		OperationID: "get_v1_fs_file", Method: http.MethodGet, Path: "/v1/fs/file",
 		Summary:     "Read a file",
-		Description: "Streams the file as application/octet-stream, always as a download (`Content-Disposition: attachment` with the file's name, `Content-Security-Policy: sandbox`), so a browser never opens an HTML or SVG file as a page of the daemon. Supports `Range` (206; 416 when no range overlaps the file; an invalid `Range` is ignored: 200, the whole file) and conditional requests. A missing path is 404 `not_found`; a FIFO or device is 400.",
+		Description: "Streams the file as application/octet-stream, always as a download (`Content-Disposition: attachment` with the file's name, `Content-Security-Policy: sandbox`), so a browser never opens an HTML or SVG file as a page of the daemon. Supports `Range` (206; 416 when no range overlaps the file; an invalid `Range` is ignored: 200, the whole file) and conditional requests. A missing path is 404 `not_found`; a FIFO, socket or device is 400.",
 		Tags:        fsTags, Security: route.Bearer,
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}},

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/spf13/afero"
 
@@ -25,7 +26,8 @@ import (
 // confines config too and --fs memory keeps it in memory); Base is where a
 // relative directory resolves (the daemon's working directory, or the
 // --fs-root). Writes replace the file atomically (temporary file + rename);
-// read-modify-write cycles are serialised per directory, so concurrent PUTs
+// read-modify-write cycles are serialised per directory (as links resolve
+// it, so two spellings of one directory share a lock), so concurrent PUTs
 // do not lose entries, and a directory whose disk is slow (or whose config
 // "file" is a FIFO an agent made) never holds up another directory. Config
 // files are opened without blocking and must be regular files, in a
@@ -51,7 +53,7 @@ type dirLock struct {
 // lock takes the lock of the config directory holding p and returns its
 // release.
 func (s *ConfigStore) lock(p string) func() {
-	dir := path.Dir(p)
+	dir := s.realDir(path.Dir(p))
 	s.mu.Lock()
 	if s.locks == nil {
 		s.locks = map[string]*dirLock{}
@@ -72,6 +74,41 @@ func (s *ConfigStore) lock(p string) func() {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// realDir is dir with its symbolic links resolved element by element, so
+// that every spelling of one directory (through a link to it, or to one of
+// its parents) takes the same lock; without, two spellings raced and lost
+// entries. Elements that do not exist yet are kept as named, and a backend
+// without links answers dir. It only names a lock: whether dir may be
+// reached is for Fs (--fs-root) and the secrets check to say.
+func (s *ConfigStore) realDir(dir string) string {
+	ls, ok := s.Fs.(afero.Symlinker)
+	if !ok {
+		return dir
+	}
+	todo := strings.Split(dir, "/")
+	real := "/"
+	for hops := 0; len(todo) > 0; {
+		next := path.Join(real, todo[0])
+		todo = todo[1:]
+		fi, _, err := ls.LstatIfPossible(next)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			real = next
+			continue
+		}
+		dest, err := ls.ReadlinkIfPossible(next)
+		if hops++; err != nil || hops > maxLinkHops {
+			return dir
+		}
+		if path.IsAbs(dest) {
+			real = "/"
+		}
+		// A relative target is taken from real, the link's directory
+		// with no link left in it, so its ".." are plain parents.
+		todo = append(strings.Split(dest, "/"), todo...)
+	}
+	return real
 }
 
 // MCP returns one MCP server entry, or session_not_found "mcp:<name>".
@@ -141,11 +178,22 @@ func (s *ConfigStore) path(dir, name, nameParam, file string) (string, error) {
 	if strings.IndexByte(dir, 0) >= 0 {
 		return "", domain.InvalidRequest("directory contains a NUL byte")
 	}
+	// Names are keys of a JSON object: one that is not UTF-8 would be
+	// stored under its encoding ("\ufffd" for each bad byte), where its
+	// own name never finds it, and two of them under one key twice, which
+	// no route could read (or delete) again.
+	if !utf8.ValidString(name) {
+		return "", domain.InvalidRequest("%s is not valid UTF-8", nameParam)
+	}
 	root := dir
 	if !path.IsAbs(root) {
 		root = path.Join(s.Base, root)
 	}
-	return path.Join(path.Clean(root), ".sandbox-agent", "config", file), nil
+	p := path.Join(path.Clean(root), ".sandbox-agent", "config", file)
+	if err := domain.CheckPathLength(p); err != nil {
+		return "", domain.InvalidRequest("%v: %s", err, clip(p, 256))
+	}
+	return p, nil
 }
 
 func getEntry[T json.Marshaler](s *ConfigStore, dir, name string, cf configFile[T]) (T, error) {

@@ -3,6 +3,9 @@ package files
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -231,5 +234,104 @@ func TestConfigLocksPerDirectory(t *testing.T) {
 	s.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d locks kept after use", n)
+	}
+}
+
+// A name that is not UTF-8 is refused (400), as the reference's query
+// parsing refuses it. It was stored under its JSON encoding ("a\xff"
+// became "a\ufffd"), so it could not be read or deleted by the name it was
+// stored with, and a second such name ("a\xfe") wrote the same key twice:
+// from then on every route of the directory answered 400 "duplicate
+// field", DELETE included.
+func TestConfigNameNotUTF8(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	for _, name := range []string{"a\xff", "a\xfe", "\xc3"} {
+		err := s.SetMCP(ctx, "/work/proj", name, mustMCP(t, `{"type":"local","command":"c"}`))
+		wantErr(t, err, domain.KindInvalidRequest, "mcpName is not valid UTF-8")
+		wantErr(t, s.CheckSkills("/work/proj", name), domain.KindInvalidRequest, "skillName is not valid UTF-8")
+	}
+	if err := s.SetMCP(ctx, "/work/proj", "ok", mustMCP(t, `{"type":"local","command":"c"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MCP(ctx, "/work/proj", "ok"); err != nil {
+		t.Fatalf("directory unreadable after refused names: %v", err)
+	}
+}
+
+// A directory whose path is longer than the filesystem takes is the
+// client's mistake: 400 "name too long", as on /v1/fs, not the 502 the
+// host's ENAMETOOLONG mapped to.
+func TestConfigDirectoryTooLong(t *testing.T) {
+	ctx := context.Background()
+	s := newConfigStore(t)
+	for _, dir := range []string{
+		"/work/" + strings.Repeat("a", domain.MaxNameBytes+1),
+		"/work/" + strings.Repeat(strings.Repeat("b", 200)+"/", 21),
+		strings.Repeat("c", domain.MaxNameBytes+1), // relative
+	} {
+		_, err := s.MCP(ctx, dir, "x")
+		wantErr(t, err, domain.KindInvalidRequest, "name too long")
+		err = s.SetSkills(ctx, dir, "x", domain.SkillsConfig{})
+		wantErr(t, err, domain.KindInvalidRequest, "name too long")
+	}
+}
+
+// Two spellings of one directory (through a symbolic link to it, or to a
+// directory on the way) share one lock: each was locked by its own
+// spelling, and concurrent PUTs through both lost entries (933 of 1000
+// survived against the daemon).
+func TestConfigLockFollowsLinks(t *testing.T) {
+	tmp := t.TempDir()
+	for _, d := range []string{"real/proj", "other"} {
+		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"alias":       "real",                     // relative
+		"abs":         filepath.Join(tmp, "real"), // absolute
+		"other/up":    "../real/proj/..",          // ".." after a link
+		"real/proj2":  "proj",                     // the last element
+		"other/chain": "../alias",                 // a link to a link
+	} {
+		if err := os.Symlink(target, filepath.Join(tmp, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &ConfigStore{Fs: afero.NewOsFs(), Base: tmp}
+	ctx := context.Background()
+	for _, dir := range []string{"alias/proj", "abs/proj", "other/up/proj", "real/proj2", "other/chain/proj/"} {
+		held, err := s.path(tmp+"/real/proj", "m", "mcpName", "mcp.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := s.lock(held)
+		acquired := make(chan struct{})
+		go func() {
+			if err := s.SetMCP(ctx, dir, "m", mustMCP(t, `{"type":"local","command":"c"}`)); err != nil {
+				t.Error(err)
+			}
+			close(acquired)
+		}()
+		// Wait until the writer queues on the held lock, or took another.
+		for waiting := false; !waiting; {
+			select {
+			case <-acquired:
+				t.Fatalf("%s: written while %s/real/proj was locked", dir, tmp)
+			default:
+			}
+			s.mu.Lock()
+			for _, l := range s.locks {
+				waiting = waiting || l.users == 2
+			}
+			s.mu.Unlock()
+			runtime.Gosched()
+		}
+		release()
+		<-acquired
+	}
+	if _, err := s.MCP(ctx, "real/proj", "m"); err != nil {
+		t.Fatal(err)
 	}
 }

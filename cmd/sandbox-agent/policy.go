@@ -154,6 +154,17 @@ func startPolicies(ctx context.Context, pf policyFlags, secrets *fsys.Secrets, r
 	if err != nil {
 		return nil, nil, err
 	}
+	if pf.cache != "" {
+		// The cache holds compiled modules the daemon maps as machine
+		// code, checked by nothing but a CRC: a client allowed to write
+		// files there would run its code in the daemon at the next start,
+		// past every policy.
+		abs, err := filepath.Abs(pf.cache)
+		if err != nil {
+			abs = pf.cache
+		}
+		secrets.SetFiles("policy-cache", []fsys.SecretFile{{Path: abs, What: "its policy compilation cache", Tree: true}})
+	}
 	set, err := host.Load(ctx, specs)
 	if err != nil {
 		_ = host.Close(ctx)
