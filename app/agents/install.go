@@ -345,6 +345,9 @@ func (inst *Installer) execute(ctx context.Context, agent string, recipe domain.
 	default:
 		return res, stepFailed(agent, "resolve", fmt.Errorf("the ACP registry has no entry for %s and there is no fallback", agent))
 	}
+	// The version comes from the registry, a package or a program's
+	// output; it is recorded and shown as one printable line.
+	p.version = oneLine(p.version)
 	if native != nil && recipe.Native != nil && recipe.Native.EnvVar != "" {
 		if cmd.env == nil {
 			cmd.env = map[string]string{}

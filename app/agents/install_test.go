@@ -578,3 +578,39 @@ func TestInstallWaitEndsWithItsCaller(t *testing.T) {
 		t.Errorf("%d npm installs, want 1", n)
 	}
 }
+
+// TestInstallRegistryVersionStaysInItsComment: a registry version with a
+// newline (or other control characters) went as it was into the
+// launcher's comment line, so "1.0\ntouch /tmp/x\n#" wrote a launcher that
+// ran touch on every start, the verifying --help first. The version is
+// now one printable line wherever it goes (launcher, answer, manifest).
+func TestInstallRegistryVersionStaysInItsComment(t *testing.T) {
+	for _, tc := range []struct{ name, doc string }{
+		{"binary", `{"agents":[{"id":"bin-agent","version":"1.0\ntouch /tmp/pwned\n#\u001b]0;x\u0007","distribution":{"binary":{
+		 "linux-x86_64":{"archive":"https://dl.test/a.tar.gz","cmd":"bin/bin-agent"}}}}]}`},
+		{"npx spec", `{"agents":[{"id":"new-agent","distribution":{"npx":{"package":"new-agent@1.0\ntouch /tmp/pwned\n#"}}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.doc)
+			r.down.Files["https://dl.test/a.tar.gz"] = tarGz(t, tar.Header{Name: "bin/bin-agent", Typeflag: tar.TypeReg, Mode: 0o755})
+			agent := "bin-agent"
+			if tc.name != "binary" {
+				agent = "new-agent"
+			}
+			res, err := r.in.Install(context.Background(), agent, domain.InstallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			script := r.launcher(t, agent)
+			for i, line := range strings.Split(strings.TrimSuffix(script, "\n"), "\n") {
+				if i == 0 && line == "#!/bin/sh" || strings.HasPrefix(line, "# ") || strings.HasPrefix(line, "export ") || strings.HasPrefix(line, "exec '") {
+					continue
+				}
+				t.Errorf("launcher line %d is a command of the registry's: %q\n%s", i+1, line, script)
+			}
+			if v := res.Artifacts[0].Version; strings.ContainsAny(v, "\n\x1b\a") {
+				t.Errorf("version answered = %q", v)
+			}
+		})
+	}
+}
