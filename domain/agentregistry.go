@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"strings"
 )
@@ -150,4 +151,17 @@ func PackageSpecWithVersion(spec, version string) string {
 	}
 	name, _ := SplitPackageSpec(spec)
 	return name + "@" + version
+}
+
+// ShownURL is rawURL as messages show it: without the user and password
+// a mirror's URL may carry (https://user:token@mirror/registry.json), since
+// install errors reach API clients and logs. A URL that does not parse is
+// shown as "(unparsable URL)" for the same reason.
+func ShownURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User = nil
+	return u.String()
 }

@@ -86,3 +86,29 @@ func TestDownloadStall(t *testing.T) {
 		t.Fatalf("err = %v, want a stall error", err)
 	}
 }
+
+// A mirror's URL may carry credentials (https://user:token@mirror/...):
+// errors, which reach API clients, name the URL without them.
+func TestErrorsHideURLCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bad.json" {
+			_, _ = w.Write([]byte("not json"))
+			return
+		}
+		http.Error(w, "gone", http.StatusGone)
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	withCreds := func(base string) string { return strings.Replace(base, "http://", "http://user:s3cret@", 1) }
+	for _, url := range []string{withCreds(srv.URL) + "/gone.json", withCreds(srv.URL) + "/bad.json", withCreds(dead) + "/registry.json", withCreds(srv.URL) + "/\x7f"} {
+		_, err := New(url).Fetch(context.Background())
+		if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "user") {
+			t.Errorf("Fetch(%q): err = %v, want an error without the URL's credentials", url, err)
+		}
+	}
+}

@@ -230,7 +230,7 @@ func (inst *Installer) Install(ctx context.Context, agent string, opts domain.In
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
 	}
 	recipe, known := domain.RecipeFor(agent)
-	inst.progress(agent, "resolving %s in the ACP registry %s", agent, inst.RegistryURL)
+	inst.progress(agent, "resolving %s in the ACP registry %s", agent, domain.ShownURL(inst.RegistryURL))
 	reg, err := inst.registry(ctx, opts.Reinstall, false)
 	if err != nil {
 		if !known {
