@@ -165,13 +165,17 @@ func (inst *Installer) registry(ctx context.Context, fresh, lookup bool) (domain
 	if inst.Registry == nil {
 		return domain.Registry{}, errors.New("no ACP registry configured")
 	}
-	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Registry)
+	fctx, cancel := context.WithTimeout(ctx, inst.timeouts().Registry)
 	defer cancel()
-	r, err := inst.Registry.Fetch(ctx)
+	r, err := inst.Registry.Fetch(fctx)
 	inst.mu.Lock()
 	defer inst.mu.Unlock()
 	if err != nil {
-		inst.failed, inst.failedAt = err, inst.now()
+		// A caller that left (a client gone mid-lookup) learnt nothing
+		// about the registry; its timeout did.
+		if ctx.Err() == nil {
+			inst.failed, inst.failedAt = err, inst.now()
+		}
 		return domain.Registry{}, err
 	}
 	inst.cached, inst.cachedAt, inst.failed = &r, inst.now(), nil

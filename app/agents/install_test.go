@@ -614,3 +614,21 @@ func TestInstallRegistryVersionStaysInItsComment(t *testing.T) {
 		})
 	}
 }
+
+// A fetch that ends because its caller left (a client that disconnects
+// during a lazy install's lookup) says nothing about the registry: it was
+// remembered as a failure, and for 15 s every request for an agent only
+// the registry knows answered "context canceled".
+func TestRegistryCallerLeavingIsNotAFailure(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.regErr = fmt.Errorf("ACP registry: GET http://registry.test/registry.json: %w", context.Canceled)
+	if _, err := r.in.Listed(ctx, "new-agent"); err == nil {
+		t.Fatal("no error")
+	}
+	r.regErr = nil
+	if ok, err := r.in.Listed(context.Background(), "new-agent"); !ok || err != nil {
+		t.Errorf("the next caller's lookup: %v, %v", ok, err)
+	}
+}
