@@ -99,6 +99,15 @@ func (c *Client) Download(ctx context.Context, url string, w io.Writer) (int64, 
 }
 
 func unwrapURLError(err error) error {
+	// A failed lookup names the host's resolver ("lookup h on
+	// 10.0.0.2:53: no such host"): the sandbox's network layout, which
+	// reaches API clients and helps none. The name and the answer do.
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		shown := *de
+		shown.Server = ""
+		return &shown
+	}
 	var ue interface{ Unwrap() error }
 	if errors.As(err, &ue) {
 		if inner := ue.Unwrap(); inner != nil {

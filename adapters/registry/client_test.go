@@ -112,3 +112,18 @@ func TestErrorsHideURLCredentials(t *testing.T) {
 		}
 	}
 }
+
+// A name that does not resolve is said so, without the address of the
+// host's DNS resolver ("lookup mirror on 10.1.2.3:53: no such host"):
+// that is the sandbox's network layout, of no help to an API client.
+func TestErrorsHideResolver(t *testing.T) {
+	c := New("http://mirror.internal/registry.json")
+	c.HTTP.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// What net.Dialer answers when the resolver says NXDOMAIN.
+		return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: "mirror.internal", Server: "10.1.2.3:53", IsNotFound: true}}
+	}
+	_, err := c.Fetch(context.Background())
+	if err == nil || strings.Contains(err.Error(), "10.1.2.3") || !strings.Contains(err.Error(), "lookup mirror.internal: no such host") {
+		t.Fatalf("err = %v, want the name and the answer, not the resolver", err)
+	}
+}
