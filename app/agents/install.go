@@ -165,7 +165,8 @@ func (inst *Installer) registry(ctx context.Context, fresh, lookup bool) (domain
 	if inst.Registry == nil {
 		return domain.Registry{}, errors.New("no ACP registry configured")
 	}
-	fctx, cancel := context.WithTimeout(ctx, inst.timeouts().Registry)
+	d := inst.timeouts().Registry
+	fctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("the ACP registry did not answer within %v", d))
 	defer cancel()
 	r, err := inst.Registry.Fetch(fctx)
 	inst.mu.Lock()
@@ -387,7 +388,8 @@ type launchCommand struct {
 // installPackage npm-installs spec into a fresh prefix and picks its bin.
 func (inst *Installer) installPackage(ctx context.Context, agent, prefix string, d *domain.NpxDistribution) (launchCommand, string, error) {
 	inst.progress(agent, "npm install %s", d.Package)
-	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Package)
+	bound := inst.timeouts().Package
+	ctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("npm install took longer than %v", bound))
 	defer cancel()
 	pkg, err := inst.Packages.Install(ctx, prefix, d.Package)
 	if err != nil {

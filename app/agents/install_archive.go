@@ -20,7 +20,8 @@ import (
 func (inst *Installer) download(ctx context.Context, agent, url, dst string) error {
 	step := "download " + domain.ShownURL(url)
 	inst.progress(agent, "%s", step)
-	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Download)
+	d := inst.timeouts().Download
+	ctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("the download took longer than %v", d))
 	defer cancel()
 	f, err := inst.Fs.Create(dst)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spf13/afero"
@@ -631,4 +632,39 @@ func TestRegistryCallerLeavingIsNotAFailure(t *testing.T) {
 	if ok, err := r.in.Listed(context.Background(), "new-agent"); !ok || err != nil {
 		t.Errorf("the next caller's lookup: %v, %v", ok, err)
 	}
+}
+
+// A step that outlives its bound says which bound, not "context deadline
+// exceeded" (what a hanging registry answered after 30 s).
+func TestInstallTimeoutsNameTheirBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, binaryRegistry("https://dl.test/a.tar.gz"))
+		hang := func(ctx context.Context) error {
+			<-ctx.Done()
+			return fmt.Errorf("GET x: %w", context.Cause(ctx))
+		}
+		r.in.Registry = &porttest.FakeRegistry{FetchFunc: func(ctx context.Context) (domain.Registry, error) {
+			return domain.Registry{}, hang(ctx)
+		}}
+		_, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{})
+		wantInstallFailed(t, err, "fetch registry", "the ACP registry did not answer within 30s")
+
+		r = newRig(t, binaryRegistry("https://dl.test/a.tar.gz"))
+		r.in.Downloader = downloaderFunc(func(ctx context.Context, url string, w io.Writer) (int64, error) { return 0, hang(ctx) })
+		_, err = r.in.Install(context.Background(), "bin-agent", domain.InstallOptions{})
+		wantInstallFailed(t, err, "download https://dl.test/a.tar.gz", "the download took longer than 10m0s")
+
+		r = newRig(t, npxRegistry)
+		r.in.Packages = &porttest.FakePackageInstaller{InstallFunc: func(ctx context.Context, prefix, spec string) (domain.InstalledPackage, error) {
+			return domain.InstalledPackage{}, hang(ctx)
+		}}
+		_, err = r.in.Install(context.Background(), "new-agent", domain.InstallOptions{})
+		wantInstallFailed(t, err, "npm install new-agent@2.0.0", "npm install took longer than 10m0s")
+	})
+}
+
+type downloaderFunc func(ctx context.Context, url string, w io.Writer) (int64, error)
+
+func (f downloaderFunc) Download(ctx context.Context, url string, w io.Writer) (int64, error) {
+	return f(ctx, url, w)
 }
