@@ -78,6 +78,7 @@ type Installer struct {
 
 	mu       sync.Mutex
 	locks    map[string]chan struct{} // per agent, one install at a time
+	fetching *registryFetch           // the registry fetch in progress, if any
 	cached   *domain.Registry
 	cachedAt time.Time
 	failed   error // the last failed fetch, answered to lookups for a while
@@ -161,26 +162,57 @@ func (inst *Installer) registry(ctx context.Context, fresh, lookup bool) (domain
 		inst.mu.Unlock()
 		return domain.Registry{}, err
 	}
-	inst.mu.Unlock()
 	if inst.Registry == nil {
+		inst.mu.Unlock()
 		return domain.Registry{}, errors.New("no ACP registry configured")
 	}
-	d := inst.timeouts().Registry
-	fctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("the ACP registry did not answer within %v", d))
-	defer cancel()
-	r, err := inst.Registry.Fetch(fctx)
-	inst.mu.Lock()
-	defer inst.mu.Unlock()
-	if err != nil {
-		// A caller that left (a client gone mid-lookup) learnt nothing
-		// about the registry; its timeout did.
-		if ctx.Err() == nil {
-			inst.failed, inst.failedAt = err, inst.now()
-		}
+	if err := ctx.Err(); err != nil {
+		inst.mu.Unlock()
 		return domain.Registry{}, err
 	}
-	inst.cached, inst.cachedAt, inst.failed = &r, inst.now(), nil
-	return r, nil
+	// One fetch at a time: callers arriving meanwhile (a burst of lazy
+	// installs, a slow registry) wait for it rather than each fetching.
+	// It runs on its own, bounded by its timeout, so a caller that leaves
+	// ends neither it nor the others' wait, and its failure is the
+	// registry's, never a caller's cancellation.
+	f := inst.fetching
+	if f == nil {
+		f = &registryFetch{done: make(chan struct{})}
+		inst.fetching = f
+		go inst.fetch(context.WithoutCancel(ctx), f)
+	}
+	inst.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.r, f.err
+	case <-ctx.Done():
+		return domain.Registry{}, ctx.Err()
+	}
+}
+
+// registryFetch is one fetch of the registry that callers wait for.
+type registryFetch struct {
+	done chan struct{} // closed when r and err are set
+	r    domain.Registry
+	err  error
+}
+
+// fetch runs f, records its outcome and releases its waiters.
+func (inst *Installer) fetch(ctx context.Context, f *registryFetch) {
+	d := inst.timeouts().Registry
+	ctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("the ACP registry did not answer within %v", d))
+	defer cancel()
+	r, err := inst.Registry.Fetch(ctx)
+	inst.mu.Lock()
+	if err != nil {
+		inst.failed, inst.failedAt = err, inst.now()
+	} else {
+		inst.cached, inst.cachedAt, inst.failed = &r, inst.now(), nil
+	}
+	inst.fetching = nil
+	f.r, f.err = r, err
+	inst.mu.Unlock()
+	close(f.done)
 }
 
 // Listed reports whether the registry has an entry for agent (under the

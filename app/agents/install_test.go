@@ -668,3 +668,55 @@ type downloaderFunc func(ctx context.Context, url string, w io.Writer) (int64, e
 func (f downloaderFunc) Download(ctx context.Context, url string, w io.Writer) (int64, error) {
 	return f(ctx, url, w)
 }
+
+// Lookups that arrive while the registry is being fetched wait for that
+// fetch instead of starting their own: a slow registry and a burst of
+// POST /v1/acp/{id}?agent=<unknown> made one fetch (up to 32 MiB, 30 s)
+// per request. A caller that leaves does not end the fetch for the others.
+func TestRegistryFetchedOnceForConcurrentLookups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, npxRegistry)
+		release := make(chan struct{})
+		var fetches atomic.Int32
+		r.in.Registry = &porttest.FakeRegistry{FetchFunc: func(ctx context.Context) (domain.Registry, error) {
+			fetches.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return domain.Registry{}, context.Cause(ctx)
+			}
+			return domain.ParseRegistry([]byte(npxRegistry))
+		}}
+		leaving, leave := context.WithCancel(context.Background())
+		leftErr := make(chan error, 1)
+		go func() {
+			_, err := r.in.Listed(leaving, "new-agent")
+			leftErr <- err
+		}()
+		synctest.Wait()
+		results := make(chan error, 10)
+		for range 10 {
+			go func() {
+				ok, err := r.in.Listed(context.Background(), "new-agent")
+				if err == nil && !ok {
+					err = errors.New("not listed")
+				}
+				results <- err
+			}()
+		}
+		synctest.Wait()
+		leave()
+		if err := <-leftErr; !errors.Is(err, context.Canceled) {
+			t.Errorf("the caller that left: %v", err)
+		}
+		close(release)
+		for range 10 {
+			if err := <-results; err != nil {
+				t.Error(err)
+			}
+		}
+		if n := fetches.Load(); n != 1 {
+			t.Errorf("11 concurrent lookups fetched the registry %d times, want 1", n)
+		}
+	})
+}
