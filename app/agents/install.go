@@ -353,6 +353,10 @@ func (inst *Installer) execute(ctx context.Context, agent string, recipe domain.
 	}
 
 	store := inst.storeDir(agent)
+	// What an install killed midway left (a partial download) goes now:
+	// only a successful install pruned it, so each killed or failed
+	// attempt after one added its own.
+	inst.pruneStore(store, inst.liveStamp(agent, store))
 	stamp := filepath.Join(store, fmt.Sprintf("%d", inst.now().UnixNano()))
 	ok := false
 	defer func() {
@@ -475,6 +479,20 @@ func (inst *Installer) pruneStore(store, keep string) {
 			_ = inst.Fs.RemoveAll(filepath.Join(store, e.Name()))
 		}
 	}
+}
+
+// liveStamp is the directory of store that agent's launcher runs from,
+// or "" when it runs from none.
+func (inst *Installer) liveStamp(agent, store string) string {
+	b, err := afero.ReadFile(inst.Fs, launcherPath(inst.Dir, agent))
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(store, execTarget(string(b)))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	return strings.Split(filepath.ToSlash(rel), "/")[0]
 }
 
 // stepFailed is an install_failed error naming the step that failed, with

@@ -720,3 +720,31 @@ func TestRegistryFetchedOnceForConcurrentLookups(t *testing.T) {
 		}
 	})
 }
+
+// An install killed midway (the daemon or install-agent SIGKILLed, the
+// box rebooted) leaves its directory, a partial download of up to
+// --max-extract in it. Only a successful install of the agent removed
+// it, so every killed or failing attempt added one; now each install
+// starts by removing what is not the installed agent's.
+func TestInstallRemovesWhatKilledInstallsLeft(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	ctx := context.Background()
+	if _, err := r.in.Install(ctx, "new-agent", domain.InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := r.in.storeDir("new-agent")
+	stale := filepath.Join(store, "1", "download")
+	if err := afero.WriteFile(r.fs, stale, []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.npmErr = errors.New("npm exploded")
+	if _, err := r.in.Install(ctx, "new-agent", domain.InstallOptions{Reinstall: true}); err == nil {
+		t.Fatal("no error")
+	}
+	if ok, _ := afero.Exists(r.fs, filepath.Dir(stale)); ok {
+		t.Errorf("%s is still there", filepath.Dir(stale))
+	}
+	if !r.in.Installed("new-agent") {
+		t.Errorf("the installed agent went with it:\n%s", r.launcher(t, "new-agent"))
+	}
+}
