@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"path"
 	"strings"
 )
@@ -155,13 +154,19 @@ func PackageSpecWithVersion(spec, version string) string {
 
 // ShownURL is rawURL as messages show it: without the user and password
 // a mirror's URL may carry (https://user:token@mirror/registry.json), since
-// install errors reach API clients and logs. A URL that does not parse is
-// shown as "(unparsable URL)" for the same reason.
+// install errors reach API clients and logs. (Plain string work: domain
+// does no I/O, net/url included.)
 func ShownURL(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(unparsable URL)"
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return rawURL
 	}
-	u.User = nil
-	return u.String()
+	authority, path := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, path = rest[:i], rest[i:]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		authority = authority[at+1:]
+	}
+	return scheme + "://" + authority + path
 }
