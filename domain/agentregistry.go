@@ -151,3 +151,22 @@ func PackageSpecWithVersion(spec, version string) string {
 	name, _ := SplitPackageSpec(spec)
 	return name + "@" + version
 }
+
+// ShownURL is rawURL as messages show it: without the user and password
+// a mirror's URL may carry (https://user:token@mirror/registry.json), since
+// install errors reach API clients and logs. (Plain string work: domain
+// does no I/O, net/url included.)
+func ShownURL(rawURL string) string {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return rawURL
+	}
+	authority, path := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, path = rest[:i], rest[i:]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		authority = authority[at+1:]
+	}
+	return scheme + "://" + authority + path
+}

@@ -113,3 +113,18 @@ func TestRecipes(t *testing.T) {
 		t.Errorf("RecipeFor(someone) = %+v, %v", r, known)
 	}
 }
+
+func TestShownURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://user:s3cret@mirror/registry.json?x=1": "https://mirror/registry.json?x=1",
+		"http://tok@127.0.0.1:8080":                    "http://127.0.0.1:8080",
+		"http://a@b:c@host/p@q":                        "http://host/p@q",
+		"https://cdn.example/registry.json":            "https://cdn.example/registry.json",
+		"file:///etc/passwd":                           "file:///etc/passwd",
+		"not a url":                                    "not a url",
+	} {
+		if got := ShownURL(in); got != want {
+			t.Errorf("ShownURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

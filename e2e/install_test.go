@@ -321,6 +321,18 @@ func TestInstallFailures(t *testing.T) {
 			t.Fatalf("unknown agent with a dead registry: %d %s", st, body)
 		}
 	})
+	// A mirror's URL with credentials: the problem names the mirror, not
+	// its password (it reaches every API client).
+	t.Run("credentials in the registry URL", func(t *testing.T) {
+		withCreds := strings.Replace(dead, "http://", "http://user:s3cret@", 1) + "registry.json"
+		d := harness.Start(t, harness.Options{Env: []string{"SANDBOX_AGENT_ACP_REGISTRY_URL=" + withCreds}})
+		for path, req := range map[string]string{"/v1/agents/claude/install": "{}", "/v1/acp/x?agent=claude": initialize} {
+			st, body := d.Post(path, req)
+			if st != 500 || !strings.Contains(string(body), "install_failed") || !strings.Contains(string(body), strings.TrimPrefix(dead, "http://")) || strings.Contains(string(body), "s3cret") {
+				t.Errorf("POST %s with a registry URL holding a password: %d %s", path, st, body)
+			}
+		}
+	})
 	t.Run("preinstall required", func(t *testing.T) {
 		reg := newACPRegistry(t, `{"agents":[]}`)
 		d := harness.Start(t, harness.Options{Env: append(reg.env(), "SANDBOX_AGENT_REQUIRE_PREINSTALL=true")})

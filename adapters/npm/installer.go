@@ -54,7 +54,9 @@ func (i *Installer) Install(ctx context.Context, prefix, spec string) (domain.In
 		env = os.Environ()
 	}
 	env = append(env, "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
-	res, err := run(ctx, i.User, env, prefix, npm, "install", "--prefix", prefix, "--save", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error", spec)
+	// "--": a spec of the registry's ("--global") is a package, never an
+	// option.
+	res, err := run(ctx, i.User, env, prefix, npm, "install", "--prefix", prefix, "--save", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error", "--", spec)
 	if err != nil {
 		return domain.InstalledPackage{}, fmt.Errorf("npm install %s: %w: %s", spec, err, tail(res))
 	}

@@ -72,3 +72,25 @@ func TestCommandsContract(t *testing.T) {
 		porttest.Program{Name: "sh", Args: []string{"-c", "sleep 600 & wait"}},
 	)
 }
+
+// A package spec is never read as an npm option: a registry entry whose
+// package was "--global" or "--registry=http://elsewhere" set that option
+// and installed nothing (or from elsewhere). npm takes what follows "--"
+// as packages.
+func TestSpecIsNotAnOption(t *testing.T) {
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	fake := filepath.Join(dir, "npm")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > '"+argsFile+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = (&Installer{NPM: fake}).Install(context.Background(), filepath.Join(dir, "prefix"), "--registry=http://elsewhere")
+	b, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if n := len(args); n < 2 || args[n-2] != "--" || args[n-1] != "--registry=http://elsewhere" {
+		t.Fatalf("npm %q, want the spec after --", args)
+	}
+}

@@ -55,7 +55,7 @@ func (c *Client) Fetch(ctx context.Context) (domain.Registry, error) {
 	}
 	r, err := domain.ParseRegistry(buf.b)
 	if err != nil {
-		return domain.Registry{}, fmt.Errorf("ACP registry %s: %w", c.URL, err)
+		return domain.Registry{}, fmt.Errorf("ACP registry %s: %w", domain.ShownURL(c.URL), err)
 	}
 	return r, nil
 }
@@ -64,9 +64,10 @@ func (c *Client) Fetch(ctx context.Context) (domain.Registry, error) {
 func (c *Client) Download(ctx context.Context, url string, w io.Writer) (int64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	shown := domain.ShownURL(url) // errors reach API clients: no credentials
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", url, err)
+		return 0, fmt.Errorf("GET %s: %w", shown, unwrapURLError(err))
 	}
 	req.Header.Set("User-Agent", "sandbox-agent")
 	hc := c.HTTP
@@ -75,12 +76,12 @@ func (c *Client) Download(ctx context.Context, url string, w io.Writer) (int64, 
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", url, unwrapURLError(err))
+		return 0, fmt.Errorf("GET %s: %w", shown, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return 0, fmt.Errorf("GET %s: %s: %s", url, resp.Status, snippet)
+		return 0, fmt.Errorf("GET %s: %s: %s", shown, resp.Status, snippet)
 	}
 	stall := c.StallTimeout
 	stall = cmp.Or(max(stall, 0), 60*time.Second)
@@ -92,12 +93,21 @@ func (c *Client) Download(ctx context.Context, url string, w io.Writer) (int64, 
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
 		}
-		return n, fmt.Errorf("GET %s: %w", url, err)
+		return n, fmt.Errorf("GET %s: %w", shown, err)
 	}
 	return n, nil
 }
 
 func unwrapURLError(err error) error {
+	// A failed lookup names the host's resolver ("lookup h on
+	// 10.0.0.2:53: no such host"): the sandbox's network layout, which
+	// reaches API clients and helps none. The name and the answer do.
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		shown := *de
+		shown.Server = ""
+		return &shown
+	}
 	var ue interface{ Unwrap() error }
 	if errors.As(err, &ue) {
 		if inner := ue.Unwrap(); inner != nil {

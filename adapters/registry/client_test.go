@@ -86,3 +86,44 @@ func TestDownloadStall(t *testing.T) {
 		t.Fatalf("err = %v, want a stall error", err)
 	}
 }
+
+// A mirror's URL may carry credentials (https://user:token@mirror/...):
+// errors, which reach API clients, name the URL without them.
+func TestErrorsHideURLCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bad.json" {
+			_, _ = w.Write([]byte("not json"))
+			return
+		}
+		http.Error(w, "gone", http.StatusGone)
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	withCreds := func(base string) string { return strings.Replace(base, "http://", "http://user:s3cret@", 1) }
+	for _, url := range []string{withCreds(srv.URL) + "/gone.json", withCreds(srv.URL) + "/bad.json", withCreds(dead) + "/registry.json", withCreds(srv.URL) + "/\x7f"} {
+		_, err := New(url).Fetch(context.Background())
+		if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "user") {
+			t.Errorf("Fetch(%q): err = %v, want an error without the URL's credentials", url, err)
+		}
+	}
+}
+
+// A name that does not resolve is said so, without the address of the
+// host's DNS resolver ("lookup mirror on 10.1.2.3:53: no such host"):
+// that is the sandbox's network layout, of no help to an API client.
+func TestErrorsHideResolver(t *testing.T) {
+	c := New("http://mirror.internal/registry.json")
+	c.HTTP.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// What net.Dialer answers when the resolver says NXDOMAIN.
+		return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: "mirror.internal", Server: "10.1.2.3:53", IsNotFound: true}}
+	}
+	_, err := c.Fetch(context.Background())
+	if err == nil || strings.Contains(err.Error(), "10.1.2.3") || !strings.Contains(err.Error(), "lookup mirror.internal: no such host") {
+		t.Fatalf("err = %v, want the name and the answer, not the resolver", err)
+	}
+}

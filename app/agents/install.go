@@ -78,6 +78,7 @@ type Installer struct {
 
 	mu       sync.Mutex
 	locks    map[string]chan struct{} // per agent, one install at a time
+	fetching *registryFetch           // the registry fetch in progress, if any
 	cached   *domain.Registry
 	cachedAt time.Time
 	failed   error // the last failed fetch, answered to lookups for a while
@@ -161,21 +162,57 @@ func (inst *Installer) registry(ctx context.Context, fresh, lookup bool) (domain
 		inst.mu.Unlock()
 		return domain.Registry{}, err
 	}
-	inst.mu.Unlock()
 	if inst.Registry == nil {
+		inst.mu.Unlock()
 		return domain.Registry{}, errors.New("no ACP registry configured")
 	}
-	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Registry)
+	if err := ctx.Err(); err != nil {
+		inst.mu.Unlock()
+		return domain.Registry{}, err
+	}
+	// One fetch at a time: callers arriving meanwhile (a burst of lazy
+	// installs, a slow registry) wait for it rather than each fetching.
+	// It runs on its own, bounded by its timeout, so a caller that leaves
+	// ends neither it nor the others' wait, and its failure is the
+	// registry's, never a caller's cancellation.
+	f := inst.fetching
+	if f == nil {
+		f = &registryFetch{done: make(chan struct{})}
+		inst.fetching = f
+		go inst.fetch(context.WithoutCancel(ctx), f)
+	}
+	inst.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.r, f.err
+	case <-ctx.Done():
+		return domain.Registry{}, ctx.Err()
+	}
+}
+
+// registryFetch is one fetch of the registry that callers wait for.
+type registryFetch struct {
+	done chan struct{} // closed when r and err are set
+	r    domain.Registry
+	err  error
+}
+
+// fetch runs f, records its outcome and releases its waiters.
+func (inst *Installer) fetch(ctx context.Context, f *registryFetch) {
+	d := inst.timeouts().Registry
+	ctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("the ACP registry did not answer within %v", d))
 	defer cancel()
 	r, err := inst.Registry.Fetch(ctx)
 	inst.mu.Lock()
-	defer inst.mu.Unlock()
 	if err != nil {
 		inst.failed, inst.failedAt = err, inst.now()
-		return domain.Registry{}, err
+	} else {
+		inst.cached, inst.cachedAt, inst.failed = &r, inst.now(), nil
 	}
-	inst.cached, inst.cachedAt, inst.failed = &r, inst.now(), nil
-	return r, nil
+	inst.fetching = nil
+	f.r, f.err = r, err
+	inst.mu.Unlock()
+	close(f.done)
 }
 
 // Listed reports whether the registry has an entry for agent (under the
@@ -230,7 +267,7 @@ func (inst *Installer) Install(ctx context.Context, agent string, opts domain.In
 		return domain.InstallResult{AlreadyInstalled: true, Artifacts: []domain.Artifact{}}, nil
 	}
 	recipe, known := domain.RecipeFor(agent)
-	inst.progress(agent, "resolving %s in the ACP registry %s", agent, inst.RegistryURL)
+	inst.progress(agent, "resolving %s in the ACP registry %s", agent, domain.ShownURL(inst.RegistryURL))
 	reg, err := inst.registry(ctx, opts.Reinstall, false)
 	if err != nil {
 		if !known {
@@ -316,6 +353,10 @@ func (inst *Installer) execute(ctx context.Context, agent string, recipe domain.
 	}
 
 	store := inst.storeDir(agent)
+	// What an install killed midway left (a partial download) goes now:
+	// only a successful install pruned it, so each killed or failed
+	// attempt after one added its own.
+	inst.pruneStore(store, inst.liveStamp(agent, store))
 	stamp := filepath.Join(store, fmt.Sprintf("%d", inst.now().UnixNano()))
 	ok := false
 	defer func() {
@@ -345,6 +386,9 @@ func (inst *Installer) execute(ctx context.Context, agent string, recipe domain.
 	default:
 		return res, stepFailed(agent, "resolve", fmt.Errorf("the ACP registry has no entry for %s and there is no fallback", agent))
 	}
+	// The version comes from the registry, a package or a program's
+	// output; it is recorded and shown as one printable line.
+	p.version = oneLine(p.version)
 	if native != nil && recipe.Native != nil && recipe.Native.EnvVar != "" {
 		if cmd.env == nil {
 			cmd.env = map[string]string{}
@@ -380,7 +424,8 @@ type launchCommand struct {
 // installPackage npm-installs spec into a fresh prefix and picks its bin.
 func (inst *Installer) installPackage(ctx context.Context, agent, prefix string, d *domain.NpxDistribution) (launchCommand, string, error) {
 	inst.progress(agent, "npm install %s", d.Package)
-	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Package)
+	bound := inst.timeouts().Package
+	ctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("npm install took longer than %v", bound))
 	defer cancel()
 	pkg, err := inst.Packages.Install(ctx, prefix, d.Package)
 	if err != nil {
@@ -434,6 +479,20 @@ func (inst *Installer) pruneStore(store, keep string) {
 			_ = inst.Fs.RemoveAll(filepath.Join(store, e.Name()))
 		}
 	}
+}
+
+// liveStamp is the directory of store that agent's launcher runs from,
+// or "" when it runs from none.
+func (inst *Installer) liveStamp(agent, store string) string {
+	b, err := afero.ReadFile(inst.Fs, launcherPath(inst.Dir, agent))
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(store, execTarget(string(b)))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	return strings.Split(filepath.ToSlash(rel), "/")[0]
 }
 
 // stepFailed is an install_failed error naming the step that failed, with

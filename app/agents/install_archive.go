@@ -18,12 +18,14 @@ import (
 
 // download fetches url into the file dst.
 func (inst *Installer) download(ctx context.Context, agent, url, dst string) error {
-	inst.progress(agent, "download %s", url)
-	ctx, cancel := context.WithTimeout(ctx, inst.timeouts().Download)
+	step := "download " + domain.ShownURL(url)
+	inst.progress(agent, "%s", step)
+	d := inst.timeouts().Download
+	ctx, cancel := context.WithTimeoutCause(ctx, d, fmt.Errorf("the download took longer than %v", d))
 	defer cancel()
 	f, err := inst.Fs.Create(dst)
 	if err != nil {
-		return stepFailed(agent, "download "+url, err)
+		return stepFailed(agent, step, err)
 	}
 	w, err := inst.guard(dst, f)
 	if err != nil {
@@ -36,7 +38,7 @@ func (inst *Installer) download(ctx context.Context, agent, url, dst string) err
 		err = cerr
 	}
 	if err != nil {
-		return stepFailed(agent, "download "+url, err)
+		return stepFailed(agent, step, err)
 	}
 	return nil
 }
@@ -52,29 +54,30 @@ func (inst *Installer) installArchive(ctx context.Context, agent, prefix string,
 	if err := inst.download(ctx, agent, t.Archive, tmp); err != nil {
 		return launchCommand{}, err
 	}
+	step := "unpack " + domain.ShownURL(t.Archive)
 	cmdName, ok := domain.SafeArchivePath(strings.TrimPrefix(t.Cmd, "./"))
 	if !ok {
-		return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, fmt.Errorf("command %q leaves the archive", t.Cmd))
+		return launchCommand{}, stepFailed(agent, step, fmt.Errorf("command %q leaves the archive", t.Cmd))
 	}
 	kind := domain.ArchiveKind(t.Archive)
 	if kind == "raw" {
 		if err := inst.Fs.Rename(tmp, filepath.Join(dist, path.Base(cmdName))); err != nil {
-			return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
+			return launchCommand{}, stepFailed(agent, step, err)
 		}
 		cmdName = path.Base(cmdName)
 	} else {
 		inst.progress(agent, "unpack %s", path.Base(t.Archive))
 		if err := inst.unpack(ctx, tmp, kind, dist); err != nil {
-			return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
+			return launchCommand{}, stepFailed(agent, step, err)
 		}
 		_ = inst.Fs.Remove(tmp)
 	}
 	cmd, err := findExecutable(inst.Fs, dist, cmdName)
 	if err != nil {
-		return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
+		return launchCommand{}, stepFailed(agent, step, err)
 	}
 	if err := chmodExec(inst.Fs, cmd); err != nil {
-		return launchCommand{}, stepFailed(agent, "unpack "+t.Archive, err)
+		return launchCommand{}, stepFailed(agent, step, err)
 	}
 	return launchCommand{path: cmd, args: t.Args, env: copyEnv(t.Env)}, nil
 }
@@ -144,11 +147,11 @@ func (inst *Installer) installNative(ctx context.Context, agent string, recipe d
 		}
 		b, err := afero.ReadFile(inst.Fs, vf)
 		if err != nil {
-			return domain.Artifact{}, stepFailed(agent, "download "+n.VersionURL, err)
+			return domain.Artifact{}, stepFailed(agent, "download "+domain.ShownURL(n.VersionURL), err)
 		}
 		version = strings.TrimSpace(string(b))
 		if version == "" || strings.ContainsAny(version, "/ \n") {
-			return domain.Artifact{}, stepFailed(agent, "download "+n.VersionURL, fmt.Errorf("not a version: %q", truncate(version, 80)))
+			return domain.Artifact{}, stepFailed(agent, "download "+domain.ShownURL(n.VersionURL), fmt.Errorf("not a version: %q", truncate(version, 80)))
 		}
 		url = domain.ExpandURL(n.URL, version, platform)
 	}
@@ -161,13 +164,13 @@ func (inst *Installer) installNative(ctx context.Context, agent string, recipe d
 	if kind := domain.ArchiveKind(url); kind != "raw" {
 		x := filepath.Join(tmpDir, "x")
 		if err := inst.unpack(ctx, tmp, kind, x); err != nil {
-			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)
+			return domain.Artifact{}, stepFailed(agent, "unpack "+domain.ShownURL(url), err)
 		}
 		member := n.Member
 		member = cmp.Or(member, n.Binary)
 		p, err := findExecutable(inst.Fs, x, domain.ExpandURL(member, version, platform))
 		if err != nil {
-			return domain.Artifact{}, stepFailed(agent, "unpack "+url, err)
+			return domain.Artifact{}, stepFailed(agent, "unpack "+domain.ShownURL(url), err)
 		}
 		src = p
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/afero"
 
@@ -23,7 +25,9 @@ import (
 func launcherScript(agent string, cmd launchCommand, p installPlan) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("#!/bin/sh\n")
-	fmt.Fprintf(&b, "# ACP launcher for %s (%s %s), written by sandbox-agent.\n", agent, p.source, p.version)
+	// The comment holds text of the registry's: one line, or what follows
+	// a newline would run.
+	fmt.Fprintf(&b, "# ACP launcher for %s (%s %s), written by sandbox-agent.\n", oneLine(agent), p.source, oneLine(p.version))
 	fmt.Fprintf(&b, "# Reinstall with: sandbox-agent install-agent %s --reinstall\n", agent)
 	keys := make([]string, 0, len(cmd.env))
 	for k := range cmd.env {
@@ -42,6 +46,20 @@ func launcherScript(agent string, cmd launchCommand, p installPlan) ([]byte, err
 	}
 	b.WriteString(" \"$@\"\n")
 	return b.Bytes(), nil
+}
+
+// oneLine makes s safe for one line of a script comment, a log or a
+// terminal: control characters (a newline ends the launcher's comment,
+// an escape sequence rewrites a terminal) become '?', and it is cut to
+// 128 bytes.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
+	return strings.ToValidUTF8(truncate(s, 128), "") // a rune cut in two goes
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

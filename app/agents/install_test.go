@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spf13/afero"
@@ -576,5 +577,174 @@ func TestInstallWaitEndsWithItsCaller(t *testing.T) {
 	}
 	if n := runs.Load(); n != 1 {
 		t.Errorf("%d npm installs, want 1", n)
+	}
+}
+
+// TestInstallRegistryVersionStaysInItsComment: a registry version with a
+// newline (or other control characters) went as it was into the
+// launcher's comment line, so "1.0\ntouch /tmp/x\n#" wrote a launcher that
+// ran touch on every start, the verifying --help first. The version is
+// now one printable line wherever it goes (launcher, answer, manifest).
+func TestInstallRegistryVersionStaysInItsComment(t *testing.T) {
+	for _, tc := range []struct{ name, doc string }{
+		{"binary", `{"agents":[{"id":"bin-agent","version":"1.0\ntouch /tmp/pwned\n#\u001b]0;x\u0007","distribution":{"binary":{
+		 "linux-x86_64":{"archive":"https://dl.test/a.tar.gz","cmd":"bin/bin-agent"}}}}]}`},
+		{"npx spec", `{"agents":[{"id":"new-agent","distribution":{"npx":{"package":"new-agent@1.0\ntouch /tmp/pwned\n#"}}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.doc)
+			r.down.Files["https://dl.test/a.tar.gz"] = tarGz(t, tar.Header{Name: "bin/bin-agent", Typeflag: tar.TypeReg, Mode: 0o755})
+			agent := "bin-agent"
+			if tc.name != "binary" {
+				agent = "new-agent"
+			}
+			res, err := r.in.Install(context.Background(), agent, domain.InstallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			script := r.launcher(t, agent)
+			for i, line := range strings.Split(strings.TrimSuffix(script, "\n"), "\n") {
+				if i == 0 && line == "#!/bin/sh" || strings.HasPrefix(line, "# ") || strings.HasPrefix(line, "export ") || strings.HasPrefix(line, "exec '") {
+					continue
+				}
+				t.Errorf("launcher line %d is a command of the registry's: %q\n%s", i+1, line, script)
+			}
+			if v := res.Artifacts[0].Version; strings.ContainsAny(v, "\n\x1b\a") {
+				t.Errorf("version answered = %q", v)
+			}
+		})
+	}
+}
+
+// A fetch that ends because its caller left (a client that disconnects
+// during a lazy install's lookup) says nothing about the registry: it was
+// remembered as a failure, and for 15 s every request for an agent only
+// the registry knows answered "context canceled".
+func TestRegistryCallerLeavingIsNotAFailure(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.regErr = fmt.Errorf("ACP registry: GET http://registry.test/registry.json: %w", context.Canceled)
+	if _, err := r.in.Listed(ctx, "new-agent"); err == nil {
+		t.Fatal("no error")
+	}
+	r.regErr = nil
+	if ok, err := r.in.Listed(context.Background(), "new-agent"); !ok || err != nil {
+		t.Errorf("the next caller's lookup: %v, %v", ok, err)
+	}
+}
+
+// A step that outlives its bound says which bound, not "context deadline
+// exceeded" (what a hanging registry answered after 30 s).
+func TestInstallTimeoutsNameTheirBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, binaryRegistry("https://dl.test/a.tar.gz"))
+		hang := func(ctx context.Context) error {
+			<-ctx.Done()
+			return fmt.Errorf("GET x: %w", context.Cause(ctx))
+		}
+		r.in.Registry = &porttest.FakeRegistry{FetchFunc: func(ctx context.Context) (domain.Registry, error) {
+			return domain.Registry{}, hang(ctx)
+		}}
+		_, err := r.in.Install(context.Background(), "claude", domain.InstallOptions{})
+		wantInstallFailed(t, err, "fetch registry", "the ACP registry did not answer within 30s")
+
+		r = newRig(t, binaryRegistry("https://dl.test/a.tar.gz"))
+		r.in.Downloader = downloaderFunc(func(ctx context.Context, url string, w io.Writer) (int64, error) { return 0, hang(ctx) })
+		_, err = r.in.Install(context.Background(), "bin-agent", domain.InstallOptions{})
+		wantInstallFailed(t, err, "download https://dl.test/a.tar.gz", "the download took longer than 10m0s")
+
+		r = newRig(t, npxRegistry)
+		r.in.Packages = &porttest.FakePackageInstaller{InstallFunc: func(ctx context.Context, prefix, spec string) (domain.InstalledPackage, error) {
+			return domain.InstalledPackage{}, hang(ctx)
+		}}
+		_, err = r.in.Install(context.Background(), "new-agent", domain.InstallOptions{})
+		wantInstallFailed(t, err, "npm install new-agent@2.0.0", "npm install took longer than 10m0s")
+	})
+}
+
+type downloaderFunc func(ctx context.Context, url string, w io.Writer) (int64, error)
+
+func (f downloaderFunc) Download(ctx context.Context, url string, w io.Writer) (int64, error) {
+	return f(ctx, url, w)
+}
+
+// Lookups that arrive while the registry is being fetched wait for that
+// fetch instead of starting their own: a slow registry and a burst of
+// POST /v1/acp/{id}?agent=<unknown> made one fetch (up to 32 MiB, 30 s)
+// per request. A caller that leaves does not end the fetch for the others.
+func TestRegistryFetchedOnceForConcurrentLookups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, npxRegistry)
+		release := make(chan struct{})
+		var fetches atomic.Int32
+		r.in.Registry = &porttest.FakeRegistry{FetchFunc: func(ctx context.Context) (domain.Registry, error) {
+			fetches.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return domain.Registry{}, context.Cause(ctx)
+			}
+			return domain.ParseRegistry([]byte(npxRegistry))
+		}}
+		leaving, leave := context.WithCancel(context.Background())
+		leftErr := make(chan error, 1)
+		go func() {
+			_, err := r.in.Listed(leaving, "new-agent")
+			leftErr <- err
+		}()
+		synctest.Wait()
+		results := make(chan error, 10)
+		for range 10 {
+			go func() {
+				ok, err := r.in.Listed(context.Background(), "new-agent")
+				if err == nil && !ok {
+					err = errors.New("not listed")
+				}
+				results <- err
+			}()
+		}
+		synctest.Wait()
+		leave()
+		if err := <-leftErr; !errors.Is(err, context.Canceled) {
+			t.Errorf("the caller that left: %v", err)
+		}
+		close(release)
+		for range 10 {
+			if err := <-results; err != nil {
+				t.Error(err)
+			}
+		}
+		if n := fetches.Load(); n != 1 {
+			t.Errorf("11 concurrent lookups fetched the registry %d times, want 1", n)
+		}
+	})
+}
+
+// An install killed midway (the daemon or install-agent SIGKILLed, the
+// box rebooted) leaves its directory, a partial download of up to
+// --max-extract in it. Only a successful install of the agent removed
+// it, so every killed or failing attempt added one; now each install
+// starts by removing what is not the installed agent's.
+func TestInstallRemovesWhatKilledInstallsLeft(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	ctx := context.Background()
+	if _, err := r.in.Install(ctx, "new-agent", domain.InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := r.in.storeDir("new-agent")
+	stale := filepath.Join(store, "1", "download")
+	if err := afero.WriteFile(r.fs, stale, []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.npmErr = errors.New("npm exploded")
+	if _, err := r.in.Install(ctx, "new-agent", domain.InstallOptions{Reinstall: true}); err == nil {
+		t.Fatal("no error")
+	}
+	if ok, _ := afero.Exists(r.fs, filepath.Dir(stale)); ok {
+		t.Errorf("%s is still there", filepath.Dir(stale))
+	}
+	if !r.in.Installed("new-agent") {
+		t.Errorf("the installed agent went with it:\n%s", r.launcher(t, "new-agent"))
 	}
 }

@@ -479,3 +479,26 @@ func TestUploadStageNameReserved(t *testing.T) {
 		t.Errorf("dir holds %v", entries)
 	}
 }
+
+// TestGuardWriterCapsDownloads: an agent install's download (an endless or
+// lying archive server) stops at --max-extract, as what it expands to
+// does; it used to run until the disk reached the free-space floor (with
+// --min-free 0, until the disk was full).
+func TestGuardWriterCapsDownloads(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := Limits{MaxExtract: 10}.GuardWriter("/tmp/x", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("0123456789")); err != nil {
+		t.Fatalf("up to the limit: %v", err)
+	}
+	_, err = w.Write([]byte("a"))
+	e, ok := domain.AsError(err)
+	if !ok || e.Kind != domain.KindPayloadTooLarge || e.LimitBytes != 10 {
+		t.Fatalf("one byte past the limit: %v, want payload_too_large with limitBytes 10", err)
+	}
+	if buf.Len() != 10 {
+		t.Errorf("wrote %d bytes", buf.Len())
+	}
+}

@@ -25,14 +25,32 @@ type Limits struct {
 	MinFree int64
 }
 
-// GuardWriter wraps w, a writer to a new file at path, so that it stops
-// with insufficient_storage when the free space falls below the floor.
+// GuardWriter wraps w, a writer to a new file at path (an agent install's
+// download), so that it stops with insufficient_storage when the free
+// space falls below the floor, and with payload_too_large past
+// MaxExtract: a download is an archive or a bare executable, and an
+// endless one would otherwise fill the disk down to the floor.
 func (l Limits) GuardWriter(path string, w io.Writer) (io.Writer, error) {
 	g, err := newSpaceGuard(l.Space, l.MinFree, path)
 	if err != nil {
 		return nil, err
 	}
-	return g.writer(w), nil
+	return &cappedWriter{w: g.writer(w), left: l.maxExtract(), limit: l.maxExtract()}, nil
+}
+
+// cappedWriter refuses a write that would take it past limit bytes.
+type cappedWriter struct {
+	w           io.Writer
+	left, limit int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, domain.TooLarge(c.limit, "the download is larger than %d bytes (--max-extract)", c.limit)
+	}
+	n, err := c.w.Write(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 func (l Limits) maxExtract() int64 {

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,7 +124,7 @@ func ProblemFor(ctx context.Context, err error) *Problem {
 		return p
 	}
 	if e, ok := domain.AsError(err); ok {
-		if e.Kind == domain.KindStreamError {
+		if e.Kind == domain.KindStreamError || e.Kind == domain.KindInstallFailed {
 			e = shortage(e)
 		}
 		if info, known := kindInfo[e.Kind]; known {
@@ -154,19 +155,20 @@ func ProblemFor(ctx context.Context, err error) *Problem {
 }
 
 // shortage is a stream_error (the kind of an I/O failure nothing else
-// names) whose cause is a resource of the system that ran out, as the
-// client can act on it: a full disk (ENOSPC, EDQUOT: with --min-free 0, or
-// a disk filled by someone else meanwhile) is 507 insufficient_storage, a
-// full descriptor table (EMFILE, ENFILE: a file opened for a listing or a
-// download) 503 overloaded naming it. They were 502 with the bare errno.
-// Anything else stays as it is.
+// names) or an install_failed whose cause is a resource of the system
+// that ran out, as the client can act on it: a full disk (ENOSPC, EDQUOT:
+// with --min-free 0, or a disk filled by someone else meanwhile) is 507
+// insufficient_storage, a full descriptor table (EMFILE, ENFILE: a file
+// opened for a listing or a download) 503 overloaded naming it. They were
+// 502 (an install's 500) with the bare errno. Anything else stays as it is.
 func shortage(e *domain.Error) *domain.Error {
+	msg := cmp.Or(e.Msg, e.Stderr) // an install's step and what it said
 	switch {
 	case errors.Is(e.Err, syscall.ENOSPC), errors.Is(e.Err, syscall.EDQUOT):
-		return domain.InsufficientStorage(0, "the disk is full: %s", e.Msg).Because(e.Err)
+		return domain.InsufficientStorage(0, "the disk is full: %s", msg).Because(e.Err)
 	case errors.Is(e.Err, syscall.EMFILE), errors.Is(e.Err, syscall.ENFILE):
 		return domain.Exhausted(domain.ResourceFileDescriptors, 0,
-			"the daemon is out of file descriptors: "+e.Msg+"; retry later, or close event streams, processes or agents").Because(e.Err)
+			"the daemon is out of file descriptors: "+msg+"; retry later, or close event streams, processes or agents").Because(e.Err)
 	}
 	return e
 }

@@ -122,6 +122,10 @@ func TestProblemForShortages(t *testing.T) {
 	cause := func(errno syscall.Errno) error {
 		return domain.StreamError(errno.Error()).Because(&fs.PathError{Op: "write", Path: "/x", Err: errno})
 	}
+	install := func(errno syscall.Errno) error {
+		err := &fs.PathError{Op: "write", Path: "/x", Err: errno}
+		return domain.InstallStepFailed("a", "download http://x/a.tar.gz", err.Error()).Because(fmt.Errorf("install a: %w", err))
+	}
 	for _, c := range []struct {
 		err    error
 		status int
@@ -131,6 +135,11 @@ func TestProblemForShortages(t *testing.T) {
 		{cause(syscall.EDQUOT), 507, `the disk is full`},
 		{cause(syscall.EMFILE), 503, `"resource":"file_descriptors"`},
 		{cause(syscall.EACCES), 502, `"type":"urn:sandbox-agent:error:stream_error"`},
+		// An install's download or unpack on a full disk (--min-free 0):
+		// it was a 500 install_failed, though limits.md promised 507.
+		{install(syscall.ENOSPC), 507, `the disk is full: download http://x/a.tar.gz: write /x: no space left on device`},
+		{install(syscall.EMFILE), 503, `"resource":"file_descriptors"`},
+		{install(syscall.EACCES), 500, `"type":"urn:sandbox-agent:error:install_failed"`},
 	} {
 		p := ProblemFor(context.Background(), c.err)
 		if p.Status != c.status || !strings.Contains(string(p.Body()), c.has) {
