@@ -89,9 +89,9 @@ func TestHealthPublic(t *testing.T) {
 	}
 }
 
-// ?access_token= is a credential on the two WebSocket upgrades only (the
-// terminal and /acp/{agent}), as docs/auth.md says: not on a plain GET of
-// the terminal's path, not on another route whose path merely ends as
+// ?access_token= is a credential on the two WebSocket routes only (the
+// terminal's, on any GET, as the reference reads it, and /acp/{agent}'s
+// upgrade), as docs/auth.md says: not on another route whose path merely ends as
 // the terminal's does (an id holding an escaped '/': GET
 // /v1/processes/x%2Fterminal%2Fws is the process route), not on an
 // unknown path under /acp with an Upgrade header. Each of these once
@@ -106,7 +106,11 @@ func TestQueryTokenOnlyOnTheSockets(t *testing.T) {
 	}{
 		{"the process route, its id ending in /terminal/ws", "/v1/processes/x%2Fterminal%2Fws?access_token=tok", nil, 401},
 		{"the same, with an Upgrade header", "/v1/processes/x%2Fterminal%2Fws?access_token=tok", upgrade, 401},
-		{"the terminal's path without an upgrade", "/v1/processes/p1/terminal/ws?access_token=tok", nil, 401},
+		// As the reference: the terminal's route takes it on a plain GET
+		// too (its answer is the route's: no such process, not 401).
+		{"the terminal's route without an upgrade", "/v1/processes/p1/terminal/ws?access_token=tok", nil, 0},
+		{"the same, a wrong token", "/v1/processes/p1/terminal/ws?access_token=nope", nil, 401},
+		{"/acp/{agent} without an upgrade (its SSE GET)", "/acp/mock?access_token=tok", nil, 401},
 		{"an unknown path under /acp, upgrading", "/acp/mock/x?access_token=tok", upgrade, 401},
 		{"an unknown path under /v1, upgrading", "/v1/processes/p1/terminal/ws/x?access_token=tok", upgrade, 401},
 		// Past the token check: no such process (404), not 401.

@@ -458,8 +458,8 @@ func (e *Env) WithAuth(route, opID string, describe RawDescribe, next http.Handl
 // agent-sandbox's, drops Authorization, which carries its own token, and
 // forwards this one; a value that is not "Bearer <token>" as
 // domain.BearerToken reads it is taken as a bare token);
-// else the Authorization header; else, for a WebSocket upgrade of one of
-// queryTokenRoutes only (browsers cannot set headers on one), its
+// else the Authorization header; else, on one of queryTokenRoutes only
+// (WebSocket routes: browsers cannot set headers on one), its
 // access_token query parameter. route is the template of the route the
 // request reached ("" for none).
 func (e *Env) PresentedAuthorization(r *http.Request, route string) string {
@@ -474,7 +474,7 @@ func (e *Env) PresentedAuthorization(r *http.Request, route string) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		return h
 	}
-	if r.Method == http.MethodGet && queryTokenRoutes[route] && IsWebSocketUpgrade(r) {
+	if upgradeOnly, ok := queryTokenRoutes[route]; ok && r.Method == http.MethodGet && (!upgradeOnly || IsWebSocketUpgrade(r)) {
 		if t := r.URL.Query().Get("access_token"); t != "" {
 			return "Bearer " + t
 		}
@@ -482,14 +482,17 @@ func (e *Env) PresentedAuthorization(r *http.Request, route string) string {
 	return ""
 }
 
-// queryTokenRoutes are the routes whose WebSocket upgrade takes the token
-// as ?access_token=: the terminal and /acp/{agent}. They are told by the
-// route's template, not by the request's path: the path of
-// /v1/processes/x%2Fterminal%2Fws ends as the terminal's does, but it is
-// the process route's (its id holds the '/'), and an unknown path under
-// /acp is no route at all; neither takes a token from the URL.
-var queryTokenRoutes = map[string]bool{
-	"/v1/processes/{id}/terminal/ws": true,
+// queryTokenRoutes are the routes that take the token as ?access_token=,
+// since browsers cannot set headers on a WebSocket: the terminal, on any
+// GET (as the reference reads it: a plain GET with the query's token gets
+// the route's own answer, not 401), and /acp/{agent} on its upgrade only
+// (its SSE GET is no WebSocket). They are told by the route's template,
+// not by the request's path: the path of /v1/processes/x%2Fterminal%2Fws
+// ends as the terminal's does, but it is the process route's (its id
+// holds the '/'), and an unknown path under /acp is no route at all;
+// neither takes a token from the URL.
+var queryTokenRoutes = map[string]bool{ // template → upgrade only
+	"/v1/processes/{id}/terminal/ws": false,
 	"/acp/{agent}":                   true,
 }
 
