@@ -73,7 +73,11 @@ func doHTTP(t *testing.T, method, url, body string, hdr map[string]string) (*htt
 		t.Fatal(err)
 	}
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		if k == "Host" { // the request line's host, not a header
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

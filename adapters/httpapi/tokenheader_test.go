@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -158,19 +157,7 @@ func TestForwardedHeadersDecideNothing(t *testing.T) {
 		{"another site's POST, its host forwarded", with(map[string]string{"Origin": "https://evil.example", "X-Forwarded-Host": "evil.example"}), 403},
 		{"the daemon's own origin, forwarded as https", with(map[string]string{"Origin": "http://" + host}), 404},
 	} {
-		req, _ := http.NewRequest("POST", srv.URL+"/v1/nope", nil)
-		for k, v := range c.hdr {
-			if k == "Host" {
-				req.Host = v
-			} else {
-				req.Header.Set(k, v)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := doHTTP(t, "POST", srv.URL+"/v1/nope", "", c.hdr)
 		if resp.StatusCode != c.status {
 			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.status)
 		}
