@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-agent-go/sandbox-agent/app/acp"
@@ -52,6 +53,11 @@ type Config struct {
 	EventBytes int64
 	// MaxSubscribers bounds open event streams (default 256; 503 past).
 	MaxSubscribers int
+	// MaxTurns bounds the prompts running or waiting for their turn over
+	// all sessions (default 512; 429 past): each is a goroutine, a
+	// prompt on an agent and a session held in memory, and sessions are
+	// as many as a client creates.
+	MaxTurns int
 	// Heartbeat is the idle time before a server.heartbeat event (10 s);
 	// StreamWriteTimeout bounds one write to a stream (30 s).
 	Heartbeat          time.Duration
@@ -99,6 +105,9 @@ func (c *Config) fill() {
 	if c.MaxSubscribers <= 0 {
 		c.MaxSubscribers = 256
 	}
+	if c.MaxTurns <= 0 {
+		c.MaxTurns = 512
+	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 10 * time.Second
 	}
@@ -142,7 +151,8 @@ type Adapter struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	inflight Budget // request bodies held
+	inflight Budget       // request bodies held
+	turns    atomic.Int64 // prompts running or waiting, all sessions (MaxTurns)
 
 	mu          sync.Mutex
 	closed      bool

@@ -582,6 +582,48 @@ func TestQueuedPrompts(t *testing.T) {
 	}
 }
 
+// Prompts running or waiting over all sessions are bounded (MaxTurns):
+// sessions are as many as a client creates, and each turn is a goroutine
+// and a prompt on the agent. One past it is 429, synchronous or not, and
+// leaves no message behind; a turn that ends frees its place.
+func TestTurnsOverAllSessionsAreBounded(t *testing.T) {
+	h := newHarness(t, harnessOptions{cfg: func(c *Config) { c.MaxTurns = 3 }})
+	ev := h.events("/event")
+	ids := []string{h.newSession(), h.newSession(), h.newSession(), h.newSession()}
+	h.ok("POST", "/session/"+ids[0]+"/prompt_async", promptBody("slow"), nil)
+	h.ok("POST", "/session/"+ids[1]+"/prompt_async", promptBody("slow"), nil)
+	h.ok("POST", "/session/"+ids[1]+"/prompt_async", promptBody("queued"), nil)
+	for _, req := range [][2]string{{ids[2], "prompt_async"}, {ids[3], "message"}, {ids[0], "prompt_async"}} {
+		code, b := h.do("POST", "/session/"+req[0]+"/"+req[1], promptBody("one too many"))
+		if code != http.StatusTooManyRequests || !strings.Contains(string(b), "3 prompts are running or waiting") {
+			t.Fatalf("%s past the bound: %d %s", req[1], code, b)
+		}
+	}
+	var list []wireMessage
+	h.ok("GET", "/session/"+ids[2]+"/message", "", &list)
+	if len(list) != 0 {
+		t.Errorf("a refused prompt left %d messages", len(list))
+	}
+	idle := func(id string) {
+		for {
+			if e := ev.until("session.idle"); strings.Contains(string(e[len(e)-1].Raw), id) {
+				return
+			}
+		}
+	}
+	h.ok("POST", "/session/"+ids[0]+"/abort", "", nil)
+	idle(ids[0])
+	if got := h.prompt(ids[3], "after").text(); got != "echo: after" {
+		t.Errorf("a prompt once a turn ended: %q", got)
+	}
+	h.ok("POST", "/session/"+ids[1]+"/abort", "", nil)
+	idle(ids[1])
+	idle(ids[1])
+	if n := h.a.turns.Load(); n != 0 {
+		t.Errorf("%d turns still counted", n)
+	}
+}
+
 func TestBodiesInFlightAreBounded(t *testing.T) {
 	// A body larger than all bodies may hold together is refused as it
 	// arrives (503), not buffered.

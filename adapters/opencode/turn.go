@@ -118,10 +118,18 @@ func (a *Adapter) startTurn(ctx context.Context, s *session, in *promptInput) (*
 // reserve takes a place in the session's queue (errBusy when maxQueued
 // prompts wait): prompt_async takes it before answering 204, so every
 // prompt it accepts runs. startReserved gives it back.
+// It also takes one of the adapter's MaxTurns places, which the prompt
+// holds until its turn ends (finishLocked) or it will not run.
 func (s *session) reserve() error {
+	a := s.a
+	if n := a.turns.Add(1); n > int64(a.cfg.MaxTurns) {
+		a.turns.Add(-1)
+		return errTooMany(fmt.Sprintf("%d prompts are running or waiting over all sessions; wait for turns to end", a.cfg.MaxTurns))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waiting >= maxQueued {
+		a.turns.Add(-1)
 		return errBusy
 	}
 	s.waiting++
@@ -134,6 +142,7 @@ func (s *session) unreserve() {
 	s.mu.Lock()
 	s.waiting--
 	s.mu.Unlock()
+	s.a.turns.Add(-1)
 }
 
 // startReserved is startTurn for a prompt that has its place in the queue
@@ -161,6 +170,7 @@ func (a *Adapter) startReserved(ctx context.Context, s *session, in *promptInput
 	s.mu.Unlock()
 	if err != nil {
 		<-s.slot
+		a.turns.Add(-1)
 		return nil, err
 	}
 	if !a.spawn(func() { s.run(t, in) }) {
@@ -343,6 +353,9 @@ func (s *session) finishLocked(t *turn, stop string, err error) {
 	if s.turn == t {
 		s.turn = nil
 	}
+	// Given back before the idle events: a client that sees them may
+	// prompt again at once.
+	a.turns.Add(-1)
 	s.publish("session.status", map[string]any{"sessionID": s.id, "status": map[string]string{"type": "idle"}})
 	s.publish("session.idle", map[string]any{"sessionID": s.id})
 	s.touched()

@@ -248,3 +248,33 @@ func TestConnHammerExactlyOnce(t *testing.T) {
 		t.Errorf("%d events delivered, want %d", total, n)
 	}
 }
+
+// A connection remembers at most MaxSessionStreams session streams: one
+// more new session is refused (409), sessions it knows still open, so a
+// client naming endless sessions cannot grow the stream table.
+func TestConnSessionStreamsBounded(t *testing.T) {
+	r := newACPRig(t, Options{})
+	c, err := r.s.Connect(context.Background(), "mock", TransportHTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxSessionStreams {
+		st, err := c.OpenStream("s"+strconv.Itoa(i), nil)
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		st.Close()
+	}
+	_, err = c.OpenStream("one-more", nil)
+	wantKind(t, err, domain.KindConflict, "too many session streams on this connection")
+	st, err := c.OpenStream("s0", nil)
+	if err != nil {
+		t.Fatalf("a known session: %v", err)
+	}
+	st.Close()
+	if st, err := c.OpenStream("", nil); err != nil {
+		t.Fatalf("the connection stream: %v", err)
+	} else {
+		st.Close()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -43,6 +44,7 @@ type instance struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingRequest
+	idBytes int               // the ids of pending, summed (MaxPendingIDBytes)
 	free    []*pendingRequest // recycled, for synchronous POSTs
 	exited  bool
 	status  domain.ExitStatus
@@ -65,6 +67,17 @@ type pendingRequest struct {
 	ch      chan pendingResult // buffered 1; exactly one send
 	timer   *time.Timer        // the request timeout, reused with the request
 }
+
+// MaxPendingRequests bounds the requests one instance has waiting for the
+// agent's answer, and MaxPendingIDBytes their ids' bytes together: an
+// agent that never answers (a hung turn on each of many sessions, or a
+// client posting requests it knows go unanswered) would otherwise keep
+// an entry, and its id, for every request ever posted. Past either, a
+// request is refused with 429 until answers come or the agent exits.
+const (
+	MaxPendingRequests = 1024
+	MaxPendingIDBytes  = 1 << 20
+)
 
 // maxFreePending bounds an instance's recycled pending requests.
 const maxFreePending = 16
@@ -274,8 +287,11 @@ func (in *instance) handleLine(line []byte, owned bool) {
 	var p *pendingRequest
 	if f.Kind == domain.FrameResponse {
 		in.mu.Lock()
-		p = in.pending[f.IDKey()]
-		delete(in.pending, f.IDKey())
+		key := f.IDKey()
+		if p = in.pending[key]; p != nil {
+			delete(in.pending, key)
+			in.idBytes -= len(key)
+		}
 		in.mu.Unlock()
 	}
 	if p != nil {
@@ -325,6 +341,7 @@ func (in *instance) watch(stderrDone <-chan struct{}) {
 	in.status = st
 	pending := in.pending
 	in.pending = map[string]*pendingRequest{}
+	in.idBytes = 0
 	in.mu.Unlock()
 
 	exitErr := in.exitError()
@@ -414,8 +431,10 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 	async = async || in.opts.AsyncMethods[f.Method]
 	var p *pendingRequest
 	if async {
-		// Answered on the stream, whenever: never recycled.
-		p = &pendingRequest{id: f.ID, async: true, session: session, ch: make(chan pendingResult, 1)}
+		// Answered on the stream, whenever: never recycled. Its id is a
+		// copy: f.ID points into the POST's body, which would otherwise
+		// stay in memory, uncharged, until the agent answers.
+		p = &pendingRequest{id: bytes.Clone(f.ID), async: true, session: session, ch: make(chan pendingResult, 1)}
 	} else {
 		p = in.newPending(f.ID, session)
 	}
@@ -426,9 +445,18 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 	}
 	if _, dup := in.pending[key]; dup {
 		in.mu.Unlock()
-		return Answer{}, domain.Conflict("request id " + string(f.ID) + " is already in flight on server '" + in.id + "'")
+		return Answer{}, domain.Conflict("request id " + shortID(f.ID) + " is already in flight on server '" + in.id + "'")
+	}
+	if len(in.pending) >= MaxPendingRequests || in.idBytes+len(key) > MaxPendingIDBytes {
+		n := len(in.pending)
+		in.mu.Unlock()
+		if len(key) > MaxPendingIDBytes {
+			return Answer{}, domain.InvalidRequest("request id is longer than %d bytes", MaxPendingIDBytes)
+		}
+		return Answer{}, domain.TooManyRequests(fmt.Sprintf("%d requests to server '%s' are waiting for the agent's answer (at most %d, their ids at most %d bytes together)", n, in.id, MaxPendingRequests, MaxPendingIDBytes), MaxPendingRequests)
 	}
 	in.pending[key] = p
+	in.idBytes += len(key)
 	in.mu.Unlock()
 
 	if err := in.write(f.Data); err != nil {
@@ -467,6 +495,14 @@ func (in *instance) post(ctx context.Context, f domain.Frame, async bool, sessio
 	}
 }
 
+// shortID is a request id as an error message shows it: at most 64 bytes.
+func shortID(id []byte) string {
+	if len(id) > 64 {
+		return string(id[:64]) + "…"
+	}
+	return string(id)
+}
+
 // forget drops a pending request that will not be waited for; its response,
 // if it ever comes, still goes to the stream. A synchronous request taken
 // out of the table here can receive nothing more, and is recycled.
@@ -475,6 +511,7 @@ func (in *instance) forget(key string, p *pendingRequest) {
 	mine := in.pending[key] == p
 	if mine {
 		delete(in.pending, key)
+		in.idBytes -= len(key)
 	}
 	in.mu.Unlock()
 	if mine && !p.async {

@@ -428,6 +428,65 @@ func TestAsyncRequest(t *testing.T) {
 	}
 }
 
+// Requests an agent never answers cannot pile up: past MaxPendingRequests
+// waiting on one instance, or MaxPendingIDBytes of their ids, a request is
+// refused with 429 and never reaches the agent; an answer frees a place.
+// An asynchronous request keeps a copy of its id, not the POST's body.
+func TestPendingRequestsBounded(t *testing.T) {
+	r := newACPRig(t, Options{AsyncMethods: map[string]bool{"session/prompt": true}})
+	r.mustPost(t, "s", "a", note)
+	for i := range MaxPendingRequests {
+		if _, err := r.post(t, context.Background(), "s", "", req(i, "session/prompt")); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	before := len(r.stdinLines(r.proc(t, 0)))
+	_, err := r.post(t, context.Background(), "s", "", req(MaxPendingRequests, "session/prompt"))
+	if e := wantKind(t, err, domain.KindTooManyRequests, ""); e.Limit != MaxPendingRequests {
+		t.Errorf("limit %d", e.Limit)
+	}
+	// A synchronous request is refused the same, without waiting.
+	_, err = r.post(t, context.Background(), "s", "", req(`"sync"`, "echo"))
+	wantKind(t, err, domain.KindTooManyRequests, "")
+	if l := r.s.List(); l[0].PendingRequests != MaxPendingRequests {
+		t.Errorf("pending %d", l[0].PendingRequests)
+	}
+	held := r.nextHeld(t)
+	say(r.proc(t, 0), fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, held.ID))
+	collect(t, r.s, "s", func(e Event) bool { return strings.Contains(string(e.Data), `"result":{}`) })
+	if _, err := r.post(t, context.Background(), "s", "", req(MaxPendingRequests, "session/prompt")); err != nil {
+		t.Fatalf("after an answer: %v", err)
+	}
+	if got := len(r.stdinLines(r.proc(t, 0))) - before; got != 1 {
+		t.Errorf("the agent read %d lines, want only the one accepted", got)
+	}
+
+	// The ids' bytes: a few long ids fill the table as well; an id longer
+	// than the whole allowance is a bad request.
+	r2 := newACPRig(t, Options{AsyncMethods: map[string]bool{"session/prompt": true}})
+	r2.mustPost(t, "t", "a", note)
+	long := func(i int) string { return fmt.Sprintf(`"%d-%s"`, i, strings.Repeat("x", MaxPendingIDBytes/4)) }
+	for i := range 3 {
+		if _, err := r2.post(t, context.Background(), "t", "", req(long(i), "session/prompt")); err != nil {
+			t.Fatalf("long id %d: %v", i, err)
+		}
+	}
+	_, err = r2.post(t, context.Background(), "t", "", req(long(3), "session/prompt"))
+	wantKind(t, err, domain.KindTooManyRequests, "")
+	_, err = r2.post(t, context.Background(), "t", "", req(`"`+strings.Repeat("y", MaxPendingIDBytes+1)+`"`, "echo"))
+	wantKind(t, err, domain.KindInvalidRequest, "")
+
+	// The copy: an async request's id does not alias the body it came in.
+	body := []byte(req(`"alias"`, "session/prompt"))
+	f, _ := domain.ParseFrame(body)
+	if _, err := r2.s.Post(context.Background(), PostRequest{ServerID: "t", Frame: f}); err != nil {
+		t.Fatal(err)
+	}
+	clear(body)
+	r2.proc(t, 0).Exit(porttest.ExitCode(1))
+	collect(t, r2.s, "t", func(e Event) bool { return strings.Contains(string(e.Data), `"id":"alias"`) })
+}
+
 func TestDuplicateInFlight(t *testing.T) {
 	r := newACPRig(t, Options{})
 	r.mustPost(t, "s", "a", note)

@@ -77,8 +77,8 @@ type Installer struct {
 	Disk Disk
 
 	mu       sync.Mutex
-	locks    map[string]chan struct{} // per agent, one install at a time
-	fetching *registryFetch           // the registry fetch in progress, if any
+	locks    map[string]*installLock // per agent being installed or waiting: one install at a time
+	fetching *registryFetch          // the registry fetch in progress, if any
 	cached   *domain.Registry
 	cachedAt time.Time
 	failed   error // the last failed fetch, answered to lookups for a while
@@ -99,18 +99,35 @@ func (inst *Installer) storeDir(agent string) string {
 	return filepath.Join(inst.Dir, "packages", agent)
 }
 
-func (inst *Installer) lock(agent string) chan struct{} {
+// installLock is one agent's install lock, and how many callers hold or
+// wait for it: the last one out removes it, so installs asked of any
+// number of agent names (unknown ones included) leave no entry behind.
+type installLock struct {
+	ch    chan struct{}
+	users int // guarded by Installer.mu
+}
+
+// lock returns agent's install lock; the caller calls unlock when it no
+// longer holds it nor waits for it.
+func (inst *Installer) lock(agent string) (ch chan struct{}, unlock func()) {
 	inst.mu.Lock()
 	defer inst.mu.Unlock()
 	if inst.locks == nil {
-		inst.locks = map[string]chan struct{}{}
+		inst.locks = map[string]*installLock{}
 	}
 	l := inst.locks[agent]
 	if l == nil {
-		l = make(chan struct{}, 1)
+		l = &installLock{ch: make(chan struct{}, 1)}
 		inst.locks[agent] = l
 	}
-	return l
+	l.users++
+	return l.ch, func() {
+		inst.mu.Lock()
+		defer inst.mu.Unlock()
+		if l.users--; l.users == 0 {
+			delete(inst.locks, agent)
+		}
+	}
 }
 
 type detachedKey struct{}
@@ -252,7 +269,8 @@ func (inst *Installer) Install(ctx context.Context, agent string, opts domain.In
 	// One install of an agent at a time; a caller that leaves while it
 	// waits for its turn is not run later (a client could otherwise queue
 	// any number of reinstalls and walk away).
-	l := inst.lock(agent)
+	l, unlock := inst.lock(agent)
+	defer unlock()
 	select {
 	case l <- struct{}{}:
 	case <-ctx.Done():

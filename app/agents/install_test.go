@@ -748,3 +748,25 @@ func TestInstallRemovesWhatKilledInstallsLeft(t *testing.T) {
 		t.Errorf("the installed agent went with it:\n%s", r.launcher(t, "new-agent"))
 	}
 }
+
+// Installs asked of any number of agent names leave no per-agent lock
+// behind once they end: a client naming endless unknown agents cannot
+// grow the installer's memory.
+func TestInstallLocksDoNotAccumulate(t *testing.T) {
+	r := newRig(t, npxRegistry)
+	for i := range 50 {
+		_, err := r.in.Install(context.Background(), fmt.Sprintf("nobody-%d", i), domain.InstallOptions{})
+		if !domain.IsKind(err, domain.KindUnsupportedAgent) {
+			t.Fatalf("err = %v, want unsupported_agent", err)
+		}
+	}
+	if _, err := r.in.Install(context.Background(), "new-agent", domain.InstallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.in.mu.Lock()
+	n := len(r.in.locks)
+	r.in.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d install locks kept after the installs ended", n)
+	}
+}
