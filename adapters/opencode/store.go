@@ -206,6 +206,9 @@ func openDB(ctx context.Context, path string, maxBytes int64) (*sql.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("opencode database directory: %w", err)
 		}
+		if err := ownerOnly(path); err != nil {
+			return nil, fmt.Errorf("open opencode database: %w", err)
+		}
 		dsn = "file:" + (&url.URL{Path: path}).EscapedPath()
 	}
 	// WAL: a commit appends to the log without rewriting pages; NORMAL
@@ -229,11 +232,34 @@ func openDB(ctx context.Context, path string, maxBytes int64) (*sql.DB, error) {
 		db.Close()
 		return nil, err
 	}
-	if path != "" {
-		// Owner only: the database holds every prompt and answer.
-		_ = os.Chmod(path, 0o600)
-	}
 	return db, nil
+}
+
+// ownerOnly makes the database file, or makes it private if it exists,
+// before SQLite opens it: the database holds every prompt and answer.
+// SQLite would make it 0644 less the umask, and gives its -wal (the latest
+// writes) and -shm files the database's mode when it makes them; a chmod
+// after opening came too late for those, and for any reader that opened
+// the file meanwhile. A -wal or -shm left by a daemon that was killed is
+// made private too.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

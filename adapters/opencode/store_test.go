@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -136,21 +138,42 @@ func TestStoreHardStop(t *testing.T) {
 	}
 }
 
+// The database and its -wal and -shm files are the owner's only: the WAL
+// holds the latest prompts and answers as they are written. SQLite makes
+// them with 0644 less the umask (the -wal and -shm with the database's
+// mode), so they used to be readable by every local user where the
+// directory is; a database left readable (an older daemon, a copy) is
+// made private again, its WAL included.
 func TestStoreFileIsPrivate(t *testing.T) {
-	path := tempDB(t)
-	s, err := OpenStore(context.Background(), StoreOptions{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, _ := sql.Open("sqlite", "file:"+path)
-	defer db.Close()
-	var mode string
-	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
-		t.Errorf("journal mode %q (%v), want wal", mode, err)
-	}
-	if fi, err := statMode(path); err != nil || fi&0o077 != 0 {
-		t.Errorf("mode %o (%v): the database holds every prompt", fi, err)
+	for _, existing := range []bool{false, true} {
+		path := tempDB(t)
+		if existing {
+			for _, p := range []string{path, path + "-wal", path + "-shm"} {
+				if err := os.WriteFile(p, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				os.Chmod(p, 0o644) // whatever the umask
+			}
+		}
+		s, err := OpenStore(context.Background(), StoreOptions{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.putSession(context.Background(), "ses_1", storedSession{Agent: "mock", Directory: "/", Info: []byte(`{"id":"ses_1"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		db, _ := sql.Open("sqlite", "file:"+path)
+		var mode string
+		if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+			t.Errorf("journal mode %q (%v), want wal", mode, err)
+		}
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			if fi, err := statMode(p); err != nil || fi&0o077 != 0 {
+				t.Errorf("existing %v: %s mode %o (%v): the database holds every prompt", existing, filepath.Base(p), fi, err)
+			}
+		}
+		db.Close()
+		s.Close()
 	}
 }
 

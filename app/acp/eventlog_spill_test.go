@@ -69,6 +69,55 @@ func TestEventLogSpill(t *testing.T) {
 	}
 }
 
+// A reader that reconnects with Last-Event-ID anywhere in a log whose file
+// has wrapped many times (a budget that is no multiple of a page, so
+// events straddle the file's end), the first kept event and the newest
+// included, gets exactly the events after it, read across the wrap; one
+// from before the oldest kept event gets a gap first. The reader that
+// fell behind reads from the oldest end; these start near the head, where
+// the position of their first event is found from the newest.
+func TestEventLogSpillResumeAnywhere(t *testing.T) {
+	spill := &porttest.MemSpill{}
+	l := newEventLog(256<<10+17, spill, func(err error) { t.Errorf("spill failed: %v", err) })
+	defer l.Release()
+	size := func(seq uint64) int {
+		if seq%997 == 0 {
+			return 66 << 10 // larger than a segment: kept in memory
+		}
+		return 40 + int(seq*7919%900)
+	}
+	const n = 5000
+	for seq := uint64(1); seq <= n; seq++ {
+		l.Append(numbered(seq, size(seq)))
+	}
+	oldest := oldestKept(l, n)
+	if st := l.Stats(); !l.spool.Spilled() || st.Memory >= st.Bytes || oldest < n/2 {
+		t.Fatalf("stats %+v, oldest %d: want most of the log in a wrapped file", st, oldest)
+	}
+	for after := oldest - 2; after <= n+1; after++ {
+		c := l.Subscribe(&after)
+		want := after + 1
+		if after+1 < oldest {
+			if _, gap := readNow(t, c); gap == nil || gap.LastEventID != after || gap.OldestAvailable != oldest {
+				t.Fatalf("after %d: gap %+v, want one up to %d", after, gap, oldest)
+			}
+			want = oldest
+		}
+		for want <= n {
+			evs, gap := readNow(t, c)
+			if gap != nil || len(evs) == 0 || evs[0].Seq != want {
+				t.Fatalf("after %d, at %d: gap %+v, events %v", after, want, gap, seqs(evs[:min(3, len(evs))]))
+			}
+			checkEvents(t, evs, size)
+			want = evs[len(evs)-1].Seq + 1
+		}
+		if evs, gap := readNow(t, c); gap != nil || len(evs) != 0 {
+			t.Fatalf("after %d: past the newest: gap %+v, %v", after, gap, seqs(evs))
+		}
+		c.Close()
+	}
+}
+
 // oldestKept is the first event a log with n events still keeps.
 func oldestKept(l *EventLog, n uint64) uint64 { return n - uint64(l.Stats().Events) + 1 }
 

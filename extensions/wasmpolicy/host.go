@@ -62,6 +62,9 @@ func NewHost(cacheDir string, logger *slog.Logger) (*Host, error) {
 		h.cache = wazero.NewCompilationCache()
 		return h, nil
 	}
+	if err := ownCacheDir(cacheDir); err != nil {
+		return nil, fmt.Errorf("policy compilation cache %s: %w", cacheDir, err)
+	}
 	cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
 	if err != nil {
 		return nil, fmt.Errorf("policy compilation cache %s: %w", cacheDir, err)
@@ -119,3 +122,29 @@ func (h *Host) compile(ctx context.Context, path string) error {
 // Close releases the compilation cache. Policies loaded from the Host must
 // be closed first.
 func (h *Host) Close(ctx context.Context) error { return h.cache.Close(ctx) }
+
+// ownCacheDir makes the cache directory (owner only) or checks the one
+// there is (a symlink is followed): it must be the daemon's user's and
+// writable by nobody else. The cache holds machine code the daemon maps and
+// runs, found by a key anyone who can read the module can compute and
+// checked by nothing but a CRC, so whoever could write there could run
+// their code in the daemon, past every policy.
+func ownCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if uid, ok := ownerOf(fi); ok && uid != os.Geteuid() {
+		return fmt.Errorf("%s is owned by uid %d, not by the daemon's uid %d", dir, uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by others (mode %v; chmod 700 it)", dir, fi.Mode().Perm())
+	}
+	return nil
+}

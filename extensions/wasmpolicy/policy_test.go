@@ -381,6 +381,44 @@ func TestCompilationCacheOnDisk(t *testing.T) {
 	}
 }
 
+// The cache holds machine code the daemon runs, keyed by what anyone who
+// can read the module can compute and checked by a CRC: a directory that
+// another user could write (or owns) is refused, so the daemon compiles
+// in memory instead of running what was planted there. One made by the
+// daemon is the owner's only.
+func TestCompilationCacheRefusesADirectoryOthersCanWrite(t *testing.T) {
+	fresh := filepath.Join(t.TempDir(), "a", "cache")
+	h, err := NewHost(fresh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close(context.Background())
+	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("a new cache directory: %v, %v", fi.Mode(), err)
+	}
+	for _, mode := range []os.FileMode{0o777, os.ModeSticky | 0o777, 0o770, 0o757} {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := NewHost(dir, nil); err == nil || !strings.Contains(err.Error(), "writable by others") {
+			if h != nil {
+				h.Close(context.Background())
+			}
+			t.Errorf("mode %v: %v, want refused", mode, err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		dir := t.TempDir()
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewHost(dir, nil); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+			t.Errorf("a directory of another user's: %v, want refused", err)
+		}
+	}
+}
+
 // The chain inside a Set: the first deny or grant decides, a pass asks the
 // next policy, and a principal named by an authenticating pass reaches the
 // policies after it (and the result, when nobody decides).
