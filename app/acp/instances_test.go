@@ -440,7 +440,6 @@ func TestPendingRequestsBounded(t *testing.T) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
-	before := len(r.stdinLines(r.proc(t, 0)))
 	_, err := r.post(t, context.Background(), "s", "", req(MaxPendingRequests, "session/prompt"))
 	if e := wantKind(t, err, domain.KindTooManyRequests, ""); e.Limit != MaxPendingRequests {
 		t.Errorf("limit %d", e.Limit)
@@ -457,8 +456,25 @@ func TestPendingRequestsBounded(t *testing.T) {
 	if _, err := r.post(t, context.Background(), "s", "", req(MaxPendingRequests, "session/prompt")); err != nil {
 		t.Fatalf("after an answer: %v", err)
 	}
-	if got := len(r.stdinLines(r.proc(t, 0))) - before; got != 1 {
-		t.Errorf("the agent read %d lines, want only the one accepted", got)
+	// The agent records a line before it holds the request: once it has
+	// held every one left (the 1023 and the one accepted now), it has
+	// recorded every line it was sent.
+	for range MaxPendingRequests {
+		r.nextHeld(t)
+	}
+	lines := r.stdinLines(r.proc(t, 0))
+	var again, sync int
+	for _, l := range lines {
+		if strings.Contains(l, fmt.Sprintf(`"id":%d,`, MaxPendingRequests)) {
+			again++
+		}
+		if strings.Contains(l, `"id":"sync"`) {
+			sync++
+		}
+	}
+	if len(lines) != 2+MaxPendingRequests || again != 1 || sync != 0 {
+		t.Errorf("the agent read %d lines (want %d), request %d %d times (want once: the refused try never reached it), the refused synchronous one %d times",
+			len(lines), 2+MaxPendingRequests, MaxPendingRequests, again, sync)
 	}
 
 	// The ids' bytes: a few long ids fill the table as well; an id longer
