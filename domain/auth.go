@@ -44,8 +44,9 @@ type AuthRequest struct {
 	// Instance is the generation of the ACP instance ServerID named when
 	// the request was described (0: none, so the POST is a start). It is
 	// not shown to policies: the daemon carries it from the decision to
-	// the execution, so a POST judged on one instance never runs on
-	// another, or on one started meanwhile under the id.
+	// the execution, so a POST (or a stream, stderr, DELETE) judged on one
+	// instance never runs on another, or on one started meanwhile under
+	// the id.
 	Instance uint64 `json:"-"`
 }
 

@@ -137,7 +137,7 @@ func registerACP(api huma.API, cfg *Config) {
 			}
 			after = &n
 		}
-		cur, err := cfg.Instances.Subscribe(in.ServerID, after)
+		cur, err := cfg.Instances.SubscribeJudged(in.ServerID, after, judged(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +157,7 @@ func registerACP(api huma.API, cfg *Config) {
 		Tags:    []string{"acp"}, Security: route.Bearer,
 		DefaultStatus: http.StatusNoContent,
 	}, route.OnServer(domain.ActionACPStop), func(ctx context.Context, in *acpDeleteInput) (*struct{}, error) {
-		cfg.Instances.Delete(context.WithoutCancel(ctx), in.ServerID)
+		cfg.Instances.DeleteJudged(context.WithoutCancel(ctx), in.ServerID, judged(ctx))
 		return nil, nil
 	})
 
@@ -165,12 +165,18 @@ func registerACP(api huma.API, cfg *Config) {
 		OperationID: "get_v1_acp_stderr", Method: http.MethodGet, Path: "/v1/acp/{server_id}/stderr",
 		Summary: "The agent's buffered stderr tail", Tags: []string{"acp"}, Security: route.Bearer,
 	}, route.OnServer(domain.ActionACPRead), func(ctx context.Context, in *acpStderrInput) (*stderrOutput, error) {
-		tail, err := cfg.Instances.Stderr(in.ServerID)
+		tail, err := cfg.Instances.StderrJudged(in.ServerID, judged(ctx))
 		if err != nil {
 			return nil, err
 		}
 		return &stderrOutput{ContentType: "text/plain; charset=utf-8", Body: []byte(tail)}, nil
 	})
+}
+
+// judged is the instance the chain judged the request of ctx on (0: none),
+// which a stream, stderr or DELETE of /v1/acp/{server_id} acts on only.
+func judged(ctx context.Context) *acp.Judgement {
+	return &acp.Judgement{Generation: route.JudgedInstance(ctx)}
 }
 
 // maxRedecide bounds how often a POST is judged again because its server
@@ -190,7 +196,7 @@ func postJudged(ctx context.Context, cfg *Config, in *acpPostInput, frame domain
 			Agent:    in.Agent,
 			HasAgent: in.Request().URL.Query().Has("agent"),
 			Frame:    frame,
-			Judged:   &acp.Judgement{Generation: route.JudgedInstance(ctx)},
+			Judged:   judged(ctx),
 		})
 		if !errors.Is(err, acp.ErrInstanceChanged) || try == maxRedecide {
 			return resp, err

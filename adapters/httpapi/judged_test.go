@@ -73,3 +73,61 @@ func mustFrame(t *testing.T, s string) domain.Frame {
 	}
 	return f
 }
+
+// The same race on the routes of an existing instance: GET /v1/acp/{id}
+// (the stream), its stderr and DELETE, sent by alice for an id with no
+// instance, are judged on no agent (granted, as agenttokens grants them);
+// while that decision is being taken an admin starts a forbidden agent
+// under the id. Each acts on what was judged, no instance: the stream and
+// stderr are 404 (as if sent just before the start), the DELETE stops
+// nothing. Before the fix alice read the forbidden agent's stream and
+// stderr, and stopped it.
+func TestReadAndStopRunWhatWasJudged(t *testing.T) {
+	for _, tc := range []struct {
+		method, path, accept string
+		status               int
+	}{
+		{"GET", "/v1/acp/race", "text/event-stream", 404},
+		{"GET", "/v1/acp/race/stderr", "", 404},
+		{"DELETE", "/v1/acp/race", "", 204},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			fa := &fakeAuthorizer{}
+			f := newACPFixture(t, acp.Options{}, Config{Authorizer: fa, Token: "admin"})
+			var once sync.Once
+			fa.setDecide(func(req domain.AuthRequest) (domain.Decision, error) {
+				if req.Headers["authorization"][0] == "Bearer admin" {
+					return domain.Decision{Verdict: domain.Pass}, nil
+				}
+				if req.Agent == "forbidden" {
+					return domain.Decision{Status: 403, Message: "this token may not use agent forbidden"}, nil
+				}
+				once.Do(func() {
+					_, err := f.instances.Post(context.Background(), acp.PostRequest{
+						ServerID: "race", Agent: "forbidden", HasAgent: true, Frame: mustFrame(t, `{"jsonrpc":"2.0","method":"n"}`),
+						Judged: &acp.Judgement{}})
+					if err != nil {
+						t.Error(err)
+					}
+				})
+				return domain.Decision{Verdict: domain.Grant, Principal: "alice"}, nil
+			})
+			req, _ := http.NewRequest(tc.method, f.srv.URL+tc.path, nil)
+			req.Header.Set("Authorization", "Bearer alice")
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("alice's %s %s, judged on no instance: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.status)
+			}
+			if agent, _ := f.instances.Instance("race"); agent != "forbidden" {
+				t.Errorf("the admin's instance is gone after alice's %s %s (agent %q)", tc.method, tc.path, agent)
+			}
+		})
+	}
+}

@@ -385,13 +385,38 @@ func (s *Instances) dropExitedLocked(in *instance) {
 // Subscribe opens a reader on an instance's stream; see EventLog.Subscribe.
 // The caller must Close the cursor.
 func (s *Instances) Subscribe(id string, after *uint64) (*Cursor, error) {
-	s.mu.Lock()
-	in := s.byID[id]
-	s.mu.Unlock()
+	return s.SubscribeJudged(id, after, nil)
+}
+
+// SubscribeJudged is Subscribe on the instance j names (nil: whichever
+// id has). The routes on an existing instance (its stream, its stderr,
+// DELETE) act, as a POST does (Judgement), only on the instance the auth
+// chain judged: judged with no instance (Generation 0, on no agent) or on
+// one since replaced, id is as unknown as it was then (404), never the
+// instance another client started meanwhile with an agent nobody checked
+// for this request.
+func (s *Instances) SubscribeJudged(id string, after *uint64, j *Judgement) (*Cursor, error) {
+	in := s.judged(id, j)
 	if in == nil {
 		return nil, notFound(id)
 	}
 	return in.log.Subscribe(after), nil
+}
+
+// judged returns the instance of id if it is the one j names (any, for
+// nil j), else nil.
+func (s *Instances) judged(id string, j *Judgement) *instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.judgedLocked(id, j)
+}
+
+func (s *Instances) judgedLocked(id string, j *Judgement) *instance {
+	in := s.byID[id]
+	if in == nil || (j != nil && j.Generation != in.gen) {
+		return nil
+	}
+	return in
 }
 
 func notFound(id string) error {
@@ -401,10 +426,17 @@ func notFound(id string) error {
 // Delete stops and forgets an instance. It is idempotent and returns once the
 // agent's process group is gone.
 func (s *Instances) Delete(ctx context.Context, id string) {
+	s.DeleteJudged(ctx, id, nil)
+}
+
+// DeleteJudged is Delete of the instance j names (see SubscribeJudged):
+// judged with no instance, or on one since replaced, it stops nothing, as
+// if it had run before the instance now under id was started.
+func (s *Instances) DeleteJudged(ctx context.Context, id string, j *Judgement) {
 	s.mu.Lock()
-	in := s.byID[id]
-	delete(s.byID, id)
+	in := s.judgedLocked(id, j)
 	if in != nil {
+		delete(s.byID, id)
 		s.dropExitedLocked(in)
 		s.metrics.retire(in)
 		s.wg.Add(1)
@@ -452,9 +484,12 @@ func (s *Instances) Instance(id string) (agent string, generation uint64) {
 
 // Stderr returns the buffered stderr tail of an instance.
 func (s *Instances) Stderr(id string) (string, error) {
-	s.mu.Lock()
-	in := s.byID[id]
-	s.mu.Unlock()
+	return s.StderrJudged(id, nil)
+}
+
+// StderrJudged is Stderr of the instance j names (see SubscribeJudged).
+func (s *Instances) StderrJudged(id string, j *Judgement) (string, error) {
+	in := s.judged(id, j)
 	if in == nil {
 		return "", notFound(id)
 	}

@@ -68,9 +68,12 @@ func (c *Chain) ACPPost(r *domain.AuthRequest, serverID, agent string) {
 }
 
 // Server describes a request on an existing instance (stream, stop,
-// stderr), with the agent it runs.
+// stderr), with the agent it runs and its generation: the operation acts
+// on that instance only (acp.Instances.SubscribeJudged), never on one
+// started under the id after the decision.
 func (c *Chain) Server(r *domain.AuthRequest, a domain.Action, serverID string) {
-	r.Action, r.ServerID, r.Agent = a, serverID, c.agentOf(serverID)
+	r.Action, r.ServerID = a, serverID
+	r.Agent, r.Instance = c.instance(serverID)
 }
 
 // Agent describes a request on one agent.
@@ -109,11 +112,6 @@ func resolveFS(home, p string) string {
 		return ""
 	}
 	return abs
-}
-
-func (c *Chain) agentOf(serverID string) string {
-	agent, _ := c.instance(serverID)
-	return agent
 }
 
 func (c *Chain) instance(serverID string) (string, uint64) {
