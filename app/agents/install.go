@@ -41,6 +41,11 @@ func DefaultInstallTimeouts() InstallTimeouts {
 // Installs of one agent are serialised; installs of different agents run in
 // parallel.
 type Installer struct {
+	// Stopping, when set, ends with the daemon: a Detached install, which
+	// outlives its caller, still stops then (its partial work removed)
+	// rather than holding the shutdown until its deadline.
+	Stopping context.Context
+
 	// Fs holds the install directory Dir ($XDG_DATA_HOME/sandbox-agent/bin).
 	Fs  afero.Fs
 	Dir string
@@ -279,6 +284,12 @@ func (inst *Installer) Install(ctx context.Context, agent string, opts domain.In
 	defer func() { <-l }()
 	if ctx.Value(detachedKey{}) == true {
 		ctx = context.WithoutCancel(ctx)
+		if inst.Stopping != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(inst.Stopping, cancel)()
+		}
 	}
 
 	if !opts.Reinstall && inst.Installed(agent) {

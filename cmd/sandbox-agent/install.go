@@ -71,9 +71,11 @@ func newInstaller(log *slog.Logger, progress func(agent, msg string)) *agents.In
 	}
 }
 
-// wireInstaller gives the daemon's agent resolver lazy installs.
-func wireInstaller(a *agents.Agents, log *slog.Logger) {
+// wireInstaller gives the daemon's agent resolver lazy installs, which
+// stop when stopping ends (the daemon's shutdown).
+func wireInstaller(stopping context.Context, a *agents.Agents, log *slog.Logger) {
 	a.Installer = newInstaller(log, nil)
+	a.Installer.Stopping = stopping
 	a.Logger = log
 	a.CheckLaunchers() // logs launchers whose program is gone
 	a.LookPath = lookPath

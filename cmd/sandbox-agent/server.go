@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -125,7 +126,7 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	wireInstaller(agents, log)
+	wireInstaller(ctx, agents, log)
 	ra.applyInstaller(agents.Installer)
 	tokens, tokenSource, stopTokens, err := startTokens(ctx, f.token, f.tokenFromEnv, f.auth.tokenFile, secrets, reloads, log)
 	if err != nil {
@@ -215,8 +216,9 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	handler := httpapi.New(httpCfg)
 
 	ln = httpapi.WrapListener(connLimit.Listener(ln), httpapi.DefaultMaxHeaderBytes)
+	handlers := &inFlight{}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           handlers.wrap(handler),
 		MaxHeaderBytes:    httpapi.DefaultMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -272,9 +274,74 @@ func runServer(ctx context.Context, f *serverFlags, stdout, stderr io.Writer) er
 	case <-time.After(500 * time.Millisecond):
 	}
 	srv.Close()
+	// Close cuts the connections but returns before their handlers do: an
+	// upload-batch cut mid-extraction still has its stage to remove, and
+	// returning now would exit the process first and leave it behind.
+	if !handlers.wait(sctx) {
+		log.Warn("requests still running at the shutdown deadline", "requests", handlers.count())
+	}
 	<-openCodeStopped
 	log.Info("stopped")
 	return nil
+}
+
+// inFlight counts the requests whose handlers are running, so shutdown
+// can let them finish their cleanup (bounded) once their connections are
+// cut. http.Server tracks connections, not handlers.
+type inFlight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; made by wait
+}
+
+func (f *inFlight) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			// A WebSocket's connection is hijacked: Close does not cut it,
+			// its handler ends with its agent or process, and it has
+			// nothing to clean up that the process's exit would leave.
+			h.ServeHTTP(w, r)
+			return
+		}
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			if f.n--; f.n == 0 && f.idle != nil {
+				close(f.idle)
+				f.idle = nil
+			}
+			f.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait reports whether every handler returned before ctx ended.
+func (f *inFlight) wait(ctx context.Context) bool {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (f *inFlight) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
 }
 
 func acpOptions(f *serverFlags, log *slog.Logger) (acp.Options, error) {
