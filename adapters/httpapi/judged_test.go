@@ -21,26 +21,7 @@ import (
 func TestPostRunsWhatWasJudged(t *testing.T) {
 	fa := &fakeAuthorizer{}
 	f := newACPFixture(t, acp.Options{}, Config{Authorizer: fa, Token: "admin"})
-	var once sync.Once
-	fa.setDecide(func(req domain.AuthRequest) (domain.Decision, error) {
-		if req.Headers["authorization"][0] == "Bearer admin" {
-			return domain.Decision{Verdict: domain.Pass}, nil
-		}
-		if req.Action == domain.ActionACPStart {
-			once.Do(func() {
-				_, err := f.instances.Post(context.Background(), acp.PostRequest{
-					ServerID: "race", Agent: "forbidden", HasAgent: true, Frame: mustFrame(t, `{"jsonrpc":"2.0","method":"n"}`),
-					Judged: &acp.Judgement{}})
-				if err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		if req.Agent == "forbidden" {
-			return domain.Decision{Status: 403, Message: "this token may not use agent forbidden"}, nil
-		}
-		return domain.Decision{Verdict: domain.Grant, Principal: "alice"}, nil
-	})
+	racingChain(t, f, fa, func(req domain.AuthRequest) bool { return req.Action == domain.ActionACPStart })
 	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/acp/race", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"echo"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer alice")
@@ -63,6 +44,33 @@ func TestPostRunsWhatWasJudged(t *testing.T) {
 	if p := f.runner.Processes(); len(p) != 1 {
 		t.Fatalf("%d agents started", len(p))
 	}
+}
+
+// racingChain makes fa decide as the race tests need: the admin's token
+// passes to the token check, agent forbidden is refused, anything else is
+// granted to alice; while it decides the first request startNow picks, an
+// admin starts agent forbidden under the id "race".
+func racingChain(t *testing.T, f *acpFixture, fa *fakeAuthorizer, startNow func(domain.AuthRequest) bool) {
+	var once sync.Once
+	fa.setDecide(func(req domain.AuthRequest) (domain.Decision, error) {
+		if req.Headers["authorization"][0] == "Bearer admin" {
+			return domain.Decision{Verdict: domain.Pass}, nil
+		}
+		if startNow(req) {
+			once.Do(func() {
+				_, err := f.instances.Post(context.Background(), acp.PostRequest{
+					ServerID: "race", Agent: "forbidden", HasAgent: true, Frame: mustFrame(t, `{"jsonrpc":"2.0","method":"n"}`),
+					Judged: &acp.Judgement{}})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		if req.Agent == "forbidden" {
+			return domain.Decision{Status: 403, Message: "this token may not use agent forbidden"}, nil
+		}
+		return domain.Decision{Verdict: domain.Grant, Principal: "alice"}, nil
+	})
 }
 
 func mustFrame(t *testing.T, s string) domain.Frame {
@@ -94,24 +102,7 @@ func TestReadAndStopRunWhatWasJudged(t *testing.T) {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			fa := &fakeAuthorizer{}
 			f := newACPFixture(t, acp.Options{}, Config{Authorizer: fa, Token: "admin"})
-			var once sync.Once
-			fa.setDecide(func(req domain.AuthRequest) (domain.Decision, error) {
-				if req.Headers["authorization"][0] == "Bearer admin" {
-					return domain.Decision{Verdict: domain.Pass}, nil
-				}
-				if req.Agent == "forbidden" {
-					return domain.Decision{Status: 403, Message: "this token may not use agent forbidden"}, nil
-				}
-				once.Do(func() {
-					_, err := f.instances.Post(context.Background(), acp.PostRequest{
-						ServerID: "race", Agent: "forbidden", HasAgent: true, Frame: mustFrame(t, `{"jsonrpc":"2.0","method":"n"}`),
-						Judged: &acp.Judgement{}})
-					if err != nil {
-						t.Error(err)
-					}
-				})
-				return domain.Decision{Verdict: domain.Grant, Principal: "alice"}, nil
-			})
+			racingChain(t, f, fa, func(req domain.AuthRequest) bool { return req.Agent != "forbidden" })
 			req, _ := http.NewRequest(tc.method, f.srv.URL+tc.path, nil)
 			req.Header.Set("Authorization", "Bearer alice")
 			if tc.accept != "" {
