@@ -154,8 +154,11 @@ func PackageSpecWithVersion(spec, version string) string {
 
 // ShownURL is rawURL as messages show it: without the user and password
 // a mirror's URL may carry (https://user:token@mirror/registry.json), since
-// install errors reach API clients and logs. (Plain string work: domain
-// does no I/O, net/url included.)
+// install errors reach API clients and logs. Plain string work rather than
+// url.Parse with User cleared: a malformed URL (a bad escape in the
+// password) fails to parse, and its credentials must go all the same; the
+// authority is what precedes the first '/', '?' or '#', its userinfo what
+// precedes its last '@', as RFC 3986 and net/url read them.
 func ShownURL(rawURL string) string {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
